@@ -1,0 +1,7 @@
+"""``python -m service`` is the same command as ``pr-review-agent``."""
+
+import sys
+
+from service.cli import main
+
+sys.exit(main())

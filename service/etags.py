@@ -1,0 +1,43 @@
+"""The conditional-request cache: what the GitHub client needs to send If-None-Match.
+
+A lost entry costs one full GET on the next request, never correctness, which is why
+the in-memory ``ETagStore`` is a valid cache and ``SqliteStore`` is merely a durable one.
+Keys are opaque to the cache; the client builds them (including whatever makes a
+rotated token miss rather than be served another token's validators).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Validators:
+    """What GitHub returned for a resource: its ``ETag`` and, where given, ``Last-Modified``."""
+
+    etag: str
+    last_modified: str | None = None
+
+
+class ETagCache(Protocol):
+    def get_validators(self, key: str) -> Validators | None: ...
+
+    def put_validators(self, key: str, validators: Validators) -> None: ...
+
+
+class ETagStore:
+    """The in-memory ``ETagCache``: a one-shot poll, and the tests."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, Validators] = {}
+        self._lock = threading.Lock()
+
+    def get_validators(self, key: str) -> Validators | None:
+        with self._lock:
+            return self._entries.get(key)
+
+    def put_validators(self, key: str, validators: Validators) -> None:
+        with self._lock:
+            self._entries[key] = validators

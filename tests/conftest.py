@@ -1,0 +1,1 @@
+"""Shared fixtures. Keep this small: module-specific fixtures live beside their tests."""
