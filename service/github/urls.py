@@ -1,0 +1,79 @@
+"""URLs for the GitHub REST API: the base from config, paths under it, ``Link`` headers.
+
+Pure functions. The base is either ``https://api.github.com`` or a GitHub Enterprise
+Server's ``https://HOST/api/v3``; a path (``/repos/o/r``) is appended to the base's own
+path, never resolved against the host root, which is the mistake that turns
+``https://HOST/api/v3`` + ``/repos`` into ``https://HOST/repos`` on GHES.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote, urlsplit
+
+_LINK = re.compile(r"<([^>]*)>((?:\s*;\s*[^;,<]+)*)")
+_REL = re.compile(r"""\brel\s*=\s*(?:"([^"]*)"|([^\s;,"]+))""", re.IGNORECASE)
+_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def normalize_api_base(base: str) -> str:
+    """``https://HOST/api/v3/`` → ``https://HOST/api/v3``; rejects anything not http(s)."""
+    parts = urlsplit(base.strip())
+    if parts.scheme not in ("https", "http") or not parts.netloc:
+        raise ValueError(f"GitHub API URL must be an absolute http(s) URL, got {base!r}")
+    if parts.query or parts.fragment:
+        raise ValueError(f"GitHub API URL must not carry a query or fragment, got {base!r}")
+    return f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
+
+
+def api_url(base: str, path: str) -> str:
+    """Join an API path onto the (normalised) base.
+
+    ``path`` is either ``/resource/...`` (appended to the base's path) or an absolute URL
+    that lies under the base (a ``Link`` header's ``next``), returned as is. Anything else
+    raises ``ValueError``: the client never sends a credential to another origin.
+    """
+    base = normalize_api_base(base)
+    if path.startswith(("https://", "http://")):
+        if not is_under_base(base, path):
+            raise ValueError("refusing a URL outside the configured GitHub API base")
+        return path
+    if not path.startswith("/"):
+        raise ValueError(f"API path must start with '/', got {path!r}")
+    return base + path
+
+
+def is_under_base(base: str, url: str) -> bool:
+    """True when ``url`` has the base's scheme and host and lies under its path."""
+    b = urlsplit(normalize_api_base(base))
+    u = urlsplit(url)
+    if (u.scheme, u.netloc.lower()) != (b.scheme, b.netloc.lower()):
+        return False
+    return b.path in ("", u.path) or u.path.startswith(b.path + "/")
+
+
+def parse_link_header(value: str | None) -> dict[str, str]:
+    """``<url>; rel="next", <url>; rel="last"`` → ``{"next": url, "last": url}``.
+
+    A link with several relations (``rel="next last"``) is listed under each. Malformed
+    parts are skipped: a missing ``next`` simply ends pagination.
+    """
+    links: dict[str, str] = {}
+    if not value:
+        return links
+    for match in _LINK.finditer(value):
+        url, params = match.group(1).strip(), match.group(2)
+        rel = _REL.search(params)
+        if not url or rel is None:
+            continue
+        for name in (rel.group(1) or rel.group(2) or "").split():
+            links.setdefault(name.lower(), url)
+    return links
+
+
+def repo_path(owner: str, name: str) -> str:
+    """``/repos/{owner}/{name}`` with both parts validated (no ``/``, no ``..``)."""
+    for part in (owner, name):
+        if not _NAME.match(part) or part in (".", ".."):
+            raise ValueError(f"not a GitHub owner or repository name: {part!r}")
+    return f"/repos/{quote(owner, safe='')}/{quote(name, safe='')}"

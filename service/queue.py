@@ -1,0 +1,362 @@
+"""The durable review queue: enqueue, claim with a lease, finish, release.
+
+Every row's lifecycle is the one table ``TRANSITIONS`` below; each write in this module
+names the event it performs and takes its ``WHERE status IN (...)`` and ``SET status``
+from that table, so the SQL cannot drift from the documented lifecycle.
+
+``claim`` is where spending is decided, so it is written for the budget governor:
+it walks candidates in FIFO order inside one ``BEGIN IMMEDIATE`` and leases the first
+one the ``admit`` hook accepts. The hook is a plain predicate; this module imports
+nothing from ``service.budget``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Final
+
+from service.jobs import Job
+from service.store import SqliteStore, from_db_time, to_db_time
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS: Final = 3
+DEFAULT_LEASE: Final = timedelta(seconds=1200)
+
+# --- the lifecycle -------------------------------------------------------------------
+
+PENDING: Final = "pending"
+CLAIMED: Final = "claimed"
+DONE: Final = "done"
+ABANDONED: Final = "abandoned"
+SUPERSEDED: Final = "superseded"
+CANCELLED: Final = "cancelled"
+
+STATUSES: Final = (PENDING, CLAIMED, DONE, ABANDONED, SUPERSEDED, CANCELLED)
+TERMINAL: Final = frozenset({DONE, ABANDONED, SUPERSEDED, CANCELLED})
+
+#: (event, from-status) -> to-status. The only place the lifecycle is written down.
+#: ``claim`` from CLAIMED is the reclaim of an expired lease; ``abandon`` is a row that
+#: has used every attempt and is no longer leased; ``supersede`` is an older pending
+#: ``pr_opened`` replaced by a newer head of the same pull request; ``cancel`` is a
+#: pending row whose pull request closed before anyone claimed it.
+TRANSITIONS: Final[dict[tuple[str, str], str]] = {
+    ("claim", PENDING): CLAIMED,
+    ("claim", CLAIMED): CLAIMED,
+    ("finish", CLAIMED): DONE,
+    ("release", CLAIMED): PENDING,
+    ("abandon", PENDING): ABANDONED,
+    ("abandon", CLAIMED): ABANDONED,
+    ("supersede", PENDING): SUPERSEDED,
+    ("cancel", PENDING): CANCELLED,
+}
+
+
+def sources(event: str) -> tuple[str, ...]:
+    """The statuses ``event`` may leave, in a stable order."""
+    return tuple(s for s in STATUSES if (event, s) in TRANSITIONS)
+
+
+def target(event: str) -> str:
+    """The status ``event`` leads to (every event here has exactly one)."""
+    targets = {to for (ev, _), to in TRANSITIONS.items() if ev == event}
+    if len(targets) != 1:
+        raise KeyError(f"no single target for event {event!r}")
+    return targets.pop()
+
+
+def _in(event: str) -> str:
+    return "(" + ", ".join(f"'{s}'" for s in sources(event)) + ")"
+
+
+# --- SQL, derived from the table above -----------------------------------------------
+
+_COLUMNS = (
+    "dedupe_key, kind, repo, pr_number, head_sha, actor_id, status, attempts, "
+    "enqueued_at, leased_until, owner, comment_id, comment_source, command"
+)
+
+_INSERT = f"""
+INSERT INTO queue (dedupe_key, kind, repo, pr_number, head_sha, actor_id, status,
+                   attempts, enqueued_at, comment_id, comment_source, command)
+VALUES (:dedupe_key, :kind, :repo, :pr_number, :head_sha, :actor_id, '{PENDING}',
+        0, :enqueued_at, :comment_id, :comment_source, :command)
+ON CONFLICT (dedupe_key) DO NOTHING
+"""
+
+# A status that is 'claimed' with a lapsed lease is, for every purpose, not leased.
+_LEASE_LAPSED = f"(status = '{PENDING}' OR (status = '{CLAIMED}' AND leased_until <= :now))"
+
+_ABANDON_EXHAUSTED = f"""
+UPDATE queue SET status = '{target("abandon")}', leased_until = NULL
+ WHERE status IN {_in("abandon")} AND attempts >= :max_attempts AND {_LEASE_LAPSED}
+"""
+
+# Walked lazily in FIFO order; deliberately no LIMIT: the admit hook may refuse the head
+# (a pr_opened at MENTION_ONLY) and the mention behind it must still be reachable.
+# One pull request is reviewed by one worker at a time: a row whose pull request holds a
+# live lease is skipped, not waited on.
+_CLAIMABLE = f"""
+SELECT {_COLUMNS} FROM queue
+ WHERE status IN {_in("claim")} AND {_LEASE_LAPSED} AND attempts < :max_attempts
+   AND NOT EXISTS (
+        SELECT 1 FROM queue AS other
+         WHERE other.repo = queue.repo AND other.pr_number = queue.pr_number
+           AND other.status = '{CLAIMED}' AND other.leased_until > :now)
+ ORDER BY enqueued_at, dedupe_key
+"""
+
+_TAKE_LEASE = f"""
+UPDATE queue SET status = '{target("claim")}', owner = :owner, leased_until = :until,
+                 attempts = attempts + 1
+ WHERE dedupe_key = :key AND status IN {_in("claim")} AND {_LEASE_LAPSED}
+"""
+
+_FINISH = f"""
+UPDATE queue SET status = '{target("finish")}', leased_until = NULL
+ WHERE dedupe_key = :key AND owner = :owner AND status IN {_in("finish")}
+"""
+
+_RELEASE = f"""
+UPDATE queue SET status = '{target("release")}', leased_until = NULL, owner = NULL
+ WHERE dedupe_key = :key AND owner = :owner AND status IN {_in("release")}
+"""
+
+_RENEW = f"""
+UPDATE queue SET leased_until = :until
+ WHERE dedupe_key = :key AND owner = :owner AND status = '{CLAIMED}'
+"""
+
+_SUPERSEDE_OLDER = f"""
+UPDATE queue SET status = '{target("supersede")}'
+ WHERE kind = 'pr_opened' AND repo = :repo AND pr_number = :pr_number
+   AND dedupe_key != :key AND status IN {_in("supersede")}
+"""
+
+_CANCEL_PR = f"""
+UPDATE queue SET status = '{target("cancel")}'
+ WHERE repo = :repo AND pr_number = :pr_number AND status IN {_in("cancel")}
+ RETURNING dedupe_key
+"""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A leased queue row: what the worker holding ``owner``'s lease must do."""
+
+    dedupe_key: str
+    kind: str
+    repo: str
+    pr_number: int
+    head_sha: str | None
+    actor_id: int
+    attempts: int              # including this one
+    enqueued_at: datetime
+    leased_until: datetime
+    owner: str
+    comment_id: int | None
+    comment_source: str | None
+    command: str
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    """A row as stored, for inspection (operators, tests, the chaos accounting)."""
+
+    dedupe_key: str
+    kind: str
+    repo: str
+    pr_number: int
+    head_sha: str | None
+    actor_id: int
+    status: str
+    attempts: int
+    enqueued_at: datetime
+    leased_until: datetime | None
+    owner: str | None
+    comment_id: int | None
+    comment_source: str | None
+    command: str
+
+
+AdmitHook = Callable[[sqlite3.Connection, Claim, datetime], bool]
+
+
+def _row(values: tuple[object, ...] | sqlite3.Row) -> QueueRow:
+    (key, kind, repo, pr, head, actor, status, attempts, enq, until, owner, cid, csrc,
+     command) = tuple(values)
+    return QueueRow(
+        dedupe_key=str(key), kind=str(kind), repo=str(repo), pr_number=int(str(pr)),
+        head_sha=None if head is None else str(head), actor_id=int(str(actor)),
+        status=str(status), attempts=int(str(attempts)), enqueued_at=from_db_time(str(enq)),
+        leased_until=None if until is None else from_db_time(str(until)),
+        owner=None if owner is None else str(owner),
+        comment_id=None if cid is None else int(str(cid)),
+        comment_source=None if csrc is None else str(csrc), command=str(command),
+    )
+
+
+class ReviewQueue:
+    """The queue over a ``SqliteStore``. Every method is one short write transaction."""
+
+    def __init__(
+        self,
+        store: SqliteStore,
+        *,
+        lease: timedelta = DEFAULT_LEASE,
+        max_attempts: int = MAX_ATTEMPTS,
+    ) -> None:
+        if lease <= timedelta(0):
+            raise ValueError("lease must be positive")
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        self._store = store
+        self.lease = lease
+        self.max_attempts = max_attempts
+
+    # -- ingest -------------------------------------------------------------------------
+
+    def enqueue(self, job: Job, *, now: datetime, conn: sqlite3.Connection | None = None) -> bool:
+        """Add ``job`` unless its dedupe key is already known; True if the row is new.
+
+        A new ``pr_opened`` supersedes every older *pending* ``pr_opened`` of the same
+        pull request (status ``superseded``): only the newest head is worth paying for.
+        Pass ``conn`` to enqueue inside a caller's transaction (the webhook receiver
+        records the delivery and its enqueues together).
+        """
+        if conn is None:
+            with self._store.transaction() as own:
+                return self._enqueue(own, job, now)
+        return self._enqueue(conn, job, now)
+
+    def _enqueue(self, conn: sqlite3.Connection, job: Job, now: datetime) -> bool:
+        key = job.dedupe_key
+        cur = conn.execute(_INSERT, {
+            "dedupe_key": key, "kind": job.kind, "repo": job.repo,
+            "pr_number": job.pr_number, "head_sha": job.head_sha, "actor_id": job.actor_id,
+            "enqueued_at": to_db_time(now), "comment_id": job.comment_id,
+            "comment_source": job.comment_source, "command": job.command,
+        })
+        new = cur.rowcount == 1
+        if new and job.kind == "pr_opened":
+            superseded = conn.execute(_SUPERSEDE_OLDER, {
+                "repo": job.repo, "pr_number": job.pr_number, "key": key,
+            }).rowcount
+            if superseded:
+                log.info("superseded %d older pending review(s)", superseded,
+                         extra={"repo": job.repo, "pr": job.pr_number, "dedupe_key": key})
+        return new
+
+    def cancel_pull_request(
+        self, repo: str, pr_number: int, *, conn: sqlite3.Connection | None = None
+    ) -> list[str]:
+        """Cancel the pending rows of a pull request that closed; returns their keys.
+
+        A row already claimed is left to its worker, which re-reads the pull request
+        and settles at zero with ``closed``.
+        """
+        params = {"repo": repo, "pr_number": pr_number}
+        if conn is None:
+            with self._store.transaction() as own:
+                rows = own.execute(_CANCEL_PR, params).fetchall()
+        else:
+            rows = conn.execute(_CANCEL_PR, params).fetchall()
+        return [str(r[0]) for r in rows]
+
+    # -- the claim ------------------------------------------------------------------------
+
+    def claim(
+        self, *, now: datetime, owner: str, admit: AdmitHook | None = None
+    ) -> Claim | None:
+        """Lease the oldest claimable row that ``admit`` accepts, or return None.
+
+        One ``BEGIN IMMEDIATE`` holds: rows out of attempts become ``abandoned``;
+        candidates (pending, or claimed with a lapsed lease, whose pull request has no
+        live lease) are offered to ``admit`` oldest first; the first accepted is leased
+        with ``attempts + 1``. A refused candidate is left exactly as it was: refusal
+        costs no attempt. ``admit`` runs inside the transaction, so whatever it writes
+        (the budget reservation) commits with the lease or not at all.
+        """
+        if not owner:
+            raise ValueError("owner must be a non-empty string")
+        until = now + self.lease
+        params = {"now": to_db_time(now), "max_attempts": self.max_attempts}
+        with self._store.transaction() as conn:
+            abandoned = conn.execute(_ABANDON_EXHAUSTED, params).rowcount
+            if abandoned:
+                log.warning("abandoned %d row(s) after %d attempts", abandoned,
+                            self.max_attempts)
+            for values in conn.execute(_CLAIMABLE, params):
+                row = _row(values)
+                candidate = Claim(
+                    dedupe_key=row.dedupe_key, kind=row.kind, repo=row.repo,
+                    pr_number=row.pr_number, head_sha=row.head_sha, actor_id=row.actor_id,
+                    attempts=row.attempts + 1, enqueued_at=row.enqueued_at,
+                    leased_until=until, owner=owner, comment_id=row.comment_id,
+                    comment_source=row.comment_source, command=row.command,
+                )
+                if admit is not None and not admit(conn, candidate, now):
+                    continue
+                taken = conn.execute(_TAKE_LEASE, {
+                    "key": row.dedupe_key, "owner": owner, "until": to_db_time(until),
+                    "now": params["now"],
+                }).rowcount
+                if taken != 1:  # pragma: no cover - impossible under the write lock
+                    raise RuntimeError(f"lease on {row.dedupe_key} vanished mid-claim")
+                return candidate
+        return None
+
+    # -- after the work -------------------------------------------------------------------
+
+    def finish(self, dedupe_key: str, owner: str) -> bool:
+        """Mark the row done if ``owner`` still holds it; False changes nothing."""
+        with self._store.transaction() as conn:
+            return self.finish_in(conn, dedupe_key, owner)
+
+    def finish_in(self, conn: sqlite3.Connection, dedupe_key: str, owner: str) -> bool:
+        """``finish`` inside a caller's transaction (settle + record + finish together)."""
+        return conn.execute(_FINISH, {"key": dedupe_key, "owner": owner}).rowcount == 1
+
+    def release(self, dedupe_key: str, owner: str) -> bool:
+        """Hand the row back as pending (its attempt stays counted) if ``owner`` holds it."""
+        with self._store.transaction() as conn:
+            return conn.execute(_RELEASE, {"key": dedupe_key, "owner": owner}).rowcount == 1
+
+    def renew(self, dedupe_key: str, owner: str, *, now: datetime) -> bool:
+        """Extend a held lease to ``now + lease``; False if the lease is no longer ours."""
+        with self._store.transaction() as conn:
+            return conn.execute(_RENEW, {
+                "key": dedupe_key, "owner": owner, "until": to_db_time(now + self.lease),
+            }).rowcount == 1
+
+    # -- inspection -----------------------------------------------------------------------
+
+    def get(self, dedupe_key: str) -> QueueRow | None:
+        with self._store.read() as conn:
+            values = conn.execute(
+                f"SELECT {_COLUMNS} FROM queue WHERE dedupe_key = ?", (dedupe_key,)
+            ).fetchone()
+        return None if values is None else _row(values)
+
+    def rows(self, statuses: Iterable[str] | None = None) -> list[QueueRow]:
+        """Every row (or those in ``statuses``), oldest first."""
+        sql = f"SELECT {_COLUMNS} FROM queue"
+        wanted = tuple(statuses) if statuses is not None else ()
+        if statuses is not None:
+            unknown = set(wanted) - set(STATUSES)
+            if unknown:
+                raise ValueError(f"unknown status(es): {sorted(unknown)}")
+            sql += " WHERE status IN (" + ", ".join("?" for _ in wanted) + ")"
+        sql += " ORDER BY enqueued_at, dedupe_key"
+        with self._store.read() as conn:
+            return [_row(v) for v in conn.execute(sql, wanted)]
+
+    def counts(self) -> dict[str, int]:
+        """Rows per status (every status present, zero where none)."""
+        with self._store.read() as conn:
+            found = dict(conn.execute("SELECT status, COUNT(*) FROM queue GROUP BY status"))
+        return {s: int(found.get(s, 0)) for s in STATUSES}

@@ -1,0 +1,52 @@
+"""Run the simulator standalone: ``python -m tests.simulator --port 0 --state state.json``.
+
+It binds 127.0.0.1 (port 0 picks a free port), prints its base URL as the first line of
+stdout, flushed, then serves until SIGINT/SIGTERM. Payload URLs in emitted webhooks use
+that base URL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+from pathlib import Path
+
+import uvicorn
+
+from .app import SimulatorApp
+from .seed import load_world
+from .state import World
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.simulator",
+                                     description="A simulated GitHub REST API.")
+    parser.add_argument("--port", type=int, default=0, help="TCP port (0: pick a free one)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to bind (default 127.0.0.1; keep it on loopback)")
+    parser.add_argument("--state", type=Path, help="JSON state file to seed the world from")
+    parser.add_argument("--prefix", default="", help="serve under a path, e.g. /api/v3")
+    args = parser.parse_args(argv)
+    try:
+        world = load_world(args.state) if args.state else World()
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"cannot load state: {exc}", file=sys.stderr)
+        return 2
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((args.host, args.port))
+    port = sock.getsockname()[1]
+    base_url = f"http://{args.host}:{port}{args.prefix.rstrip('/')}"
+    world.api_url = base_url
+    print(base_url, flush=True)
+    config = uvicorn.Config(SimulatorApp(world, prefix=args.prefix), http="h11",
+                            lifespan="on", log_level="warning", access_log=False,
+                            date_header=False, server_header=False)
+    uvicorn.Server(config).run(sockets=[sock])
+    sock.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""``pr-review-agent check-config FILE``: exit 0 with the limits, or 2 with every problem."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from service.cli import main
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+WEBHOOK_SECRET = "whsec-cli-91c3ab"
+
+GOOD = """\
+github:
+  app_id: 123456
+  private_key_file: app.pem
+  webhook_secret_file: webhook
+triggers: {}
+budget:
+  session_tokens: 88000
+  weekly_tokens: 1500000
+  max_run_tokens: 30000
+"""
+
+BAD = """\
+github:
+  app_id: 123456
+  private_key_file: app.pem
+  webhook_secret_file: missing-webhook
+triggers: {}
+budget:
+  enabled: true
+  session_tokens: 88000
+  weekly_token: 1500000
+  max_run_tokens: true
+"""
+
+
+@pytest.fixture(autouse=True)
+def _no_secret_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI reads os.environ; a developer's exported secret must not change the result."""
+    for name in (
+        "GITHUB_APP_PRIVATE_KEY",
+        "GITHUB_WEBHOOK_SECRET",
+        "GITHUB_WEBHOOK_SECRET_PREVIOUS",
+    ):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="module")
+def pem() -> bytes:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    )
+
+
+@pytest.fixture
+def config_dir(tmp_path: Path, pem: bytes) -> Path:
+    (tmp_path / "app.pem").write_bytes(pem)
+    (tmp_path / "webhook").write_text(WEBHOOK_SECRET + "\n")
+    (tmp_path / "good.yaml").write_text(GOOD)
+    (tmp_path / "bad.yaml").write_text(BAD)
+    return tmp_path
+
+
+def test_good_file_exits_0_with_the_limits(
+    config_dir: Path, pem: bytes, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = config_dir / "good.yaml"
+
+    assert main(["check-config", str(path)]) == 0
+
+    out, err = capsys.readouterr()
+    assert err == ""
+    lines = out.splitlines()
+    assert lines[0] == f"{path}: OK"
+    assert "  budget window session (5 h): 35200 tokens (40% of session_tokens 88000)" in lines
+    assert "  budget window daily (24 h): 85714 tokens (40% of weekly_tokens 1500000, ÷ 7)" in lines
+    assert "  budget window weekly (7 d): 600000 tokens (40% of weekly_tokens 1500000)" in lines
+    assert "  budget max_run_tokens: 30000 reserved per run" in lines
+    assert f"  store: {config_dir / 'state.db'}" in lines
+    assert WEBHOOK_SECRET not in out
+    assert pem.decode().splitlines()[1] not in out
+
+
+def test_bad_file_exits_2_listing_every_problem(
+    config_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = config_dir / "bad.yaml"
+
+    assert main(["check-config", str(path)]) == 2
+
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.splitlines() == [
+        f"{path}: 4 problem(s)",
+        f"  github.webhook_secret_file: cannot read {config_dir / 'missing-webhook'}: no such file",
+        "  budget.weekly_tokens: required (your estimate of the plan's rolling weekly limit)",
+        "  budget.max_run_tokens: must be an integer, got true",
+        "  budget.weekly_token: unknown key (did you mean weekly_tokens?)",
+    ]
+
+
+def test_missing_file_exits_2_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "nowhere.yaml"
+    assert main(["check-config", str(path)]) == 2
+    _, err = capsys.readouterr()
+    assert err.splitlines() == [
+        f"{path}: 1 problem(s)",
+        f"  config file: cannot read {path}: no such file",
+    ]
+
+
+def test_secret_from_the_environment(
+    config_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (config_dir / "env.yaml").write_text(GOOD.replace("  webhook_secret_file: webhook\n", ""))
+    monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", WEBHOOK_SECRET)
+
+    assert main(["check-config", str(config_dir / "env.yaml")]) == 0
+    out, _ = capsys.readouterr()
+    assert WEBHOOK_SECRET not in out
+
+
+def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("GITHUB_") and key != "PYTHONPATH"
+    }
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "service", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_python_dash_m_service_check_config(config_dir: Path) -> None:
+    """The real entry point, in a child process, from another working directory."""
+    good = _run("check-config", "good.yaml", cwd=config_dir)
+    bad = _run("check-config", "bad.yaml", cwd=config_dir)
+
+    assert (good.returncode, good.stderr) == (0, "")
+    assert good.stdout.startswith("good.yaml: OK\n")
+    assert "budget window daily (24 h): 85714 tokens" in good.stdout
+    assert bad.returncode == 2
+    assert bad.stdout == ""
+    assert bad.stderr.startswith("bad.yaml: 4 problem(s)\n")
+    assert "budget.weekly_token: unknown key (did you mean weekly_tokens?)" in bad.stderr
