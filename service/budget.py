@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Final, Literal
 
 from service.config import BudgetConfig
-from service.queue import Claim
+from service.queue import Claim, NothingAdmissible
 from service.store import SqliteStore, from_db_time, to_db_time
 
 log = logging.getLogger(__name__)
@@ -259,23 +259,31 @@ class Governor:
     def admit(self, conn: sqlite3.Connection, claim: Claim, now: datetime) -> bool:
         """Reserve ``max_run_tokens`` for ``claim`` in the claim's transaction, or refuse.
 
+        Returns False for a refusal that depends on the candidate (a ``pr_opened`` at
+        MENTION_ONLY); raises ``NothingAdmissible`` when nothing could be admitted at
+        ``now`` whatever the candidate (disabled, exhausted, or the tightest window's
+        remainder below ``max_run_tokens``), which ends the claim's walk at once.
         ``enabled: false`` admits nothing: it is an emergency brake, not a way to stop
-        counting. A refusal is remembered in ``refusals`` (by dedupe key) for the notice.
+        counting. A refusal is remembered in ``refusals`` (by dedupe key) and in
+        ``last_refusal`` for the notice to the person who asked.
         """
         config = self.config
         if not config.enabled:
-            return self._refuse(claim, "disabled", Mode.EXHAUSTED, None, now)
+            self._refuse(claim, "disabled", Mode.EXHAUSTED, None, now)
+            raise NothingAdmissible("budget.enabled is false")
         windows = self._measure(conn, now, config)
         mode = mode_for(windows)
         worst = tightest(windows)
         if mode is Mode.EXHAUSTED:
             full = next(w for w in windows if w.at_least(EXHAUSTED_PCT))
-            return self._refuse(claim, "exhausted", mode, full, now)
+            self._refuse(claim, "exhausted", mode, full, now)
+            raise NothingAdmissible(f"the {full.name} window is exhausted")
+        if worst.remaining < config.max_run_tokens:
+            self._refuse(claim, "insufficient", mode, worst, now)
+            raise NothingAdmissible(f"the {worst.name} window cannot fit a run")
         if mode is Mode.MENTION_ONLY and claim.kind == "pr_opened":
             high = next(w for w in windows if w.at_least(MENTION_ONLY_PCT))
             return self._refuse(claim, "mention_only", mode, high, now)
-        if worst.remaining < config.max_run_tokens:
-            return self._refuse(claim, "insufficient", mode, worst, now)
 
         stamp = to_db_time(now)
         lost = conn.execute(_CLOSE_PREDECESSOR, {"key": claim.dedupe_key, "now": stamp}).rowcount

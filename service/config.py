@@ -590,13 +590,16 @@ def _budget(top: _Section) -> BudgetConfig:
         reviewer_share_pct=s.integer("reviewer_share_pct", 40, maximum=100),
     )
     s.finish()
-    # Only meaningful once every number is valid; a run larger than the daily window could
-    # never be admitted, so the agent would silently review nothing.
-    if not s.failed_since(mark) and not s.quiet and config.max_run_tokens > config.daily_limit:
+    # Only meaningful once every number is valid. A run is admitted only while every
+    # window has max_run_tokens left, so one larger than the smallest window could never
+    # be admitted: an agent that silently reviews nothing, by arithmetic nobody did.
+    smallest = min((config.session_limit, "session allowance", "session_tokens"),
+                   (config.daily_limit, "daily allowance", "weekly_tokens ÷ 7"))
+    if not s.failed_since(mark) and not s.quiet and config.max_run_tokens > smallest[0]:
         s.problem(
             "max_run_tokens",
-            f"{config.max_run_tokens} does not fit in the daily allowance of "
-            f"{config.daily_limit} tokens (weekly_tokens × {config.reviewer_share_pct}% ÷ 7); "
+            f"{config.max_run_tokens} does not fit in the {smallest[1]} of {smallest[0]} "
+            f"tokens ({smallest[2]} × {config.reviewer_share_pct}%); "
             "no run could ever be admitted",
         )
     return config
@@ -778,10 +781,4 @@ def describe_config(config: Config) -> list[str]:
         f"({share}% of weekly_tokens {budget.weekly_tokens})",
         f"budget max_run_tokens: {budget.max_run_tokens} reserved per run",
     ]
-    if budget.max_run_tokens > budget.session_limit:
-        lines.append(
-            f"warning: max_run_tokens {budget.max_run_tokens} exceeds the session limit "
-            f"{budget.session_limit}; a run is refused while any window has less than "
-            "max_run_tokens left, so none can start"
-        )
     return lines

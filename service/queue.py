@@ -184,6 +184,16 @@ class QueueRow:
 
 
 AdmitHook = Callable[[sqlite3.Connection, Claim, datetime], bool]
+"""True admits the candidate, False refuses it (the walk moves on to the next one).
+
+A hook may instead raise ``NothingAdmissible`` when its answer cannot depend on the
+candidate (an exhausted budget): the claim then ends at once with None instead of
+walking every pending row only to refuse each for the same reason.
+"""
+
+
+class NothingAdmissible(Exception):
+    """Raised by an admit hook: no candidate can be admitted at this instant."""
 
 
 def _row(values: tuple[object, ...] | sqlite3.Row) -> QueueRow:
@@ -299,8 +309,11 @@ class ReviewQueue:
                     leased_until=until, owner=owner, comment_id=row.comment_id,
                     comment_source=row.comment_source, command=row.command,
                 )
-                if admit is not None and not admit(conn, candidate, now):
-                    continue
+                try:
+                    if admit is not None and not admit(conn, candidate, now):
+                        continue
+                except NothingAdmissible:
+                    return None
                 taken = conn.execute(_TAKE_LEASE, {
                     "key": row.dedupe_key, "owner": owner, "until": to_db_time(until),
                     "now": params["now"],

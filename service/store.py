@@ -183,19 +183,23 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         " FROM ledger GROUP BY substr(reserved_at, 1, 13)",
         "CREATE TRIGGER IF NOT EXISTS ledger_hours_insert AFTER INSERT ON ledger BEGIN"
         " INSERT INTO ledger_hours (hour, charged)"
-        " VALUES (substr(NEW.reserved_at, 1, 13), COALESCE(NEW.used_tokens, NEW.reserved_tokens))"
+        " VALUES (substr(NEW.reserved_at, 1, 13),"
+        " COALESCE(NEW.used_tokens, NEW.reserved_tokens))"
         " ON CONFLICT (hour) DO UPDATE SET charged = charged + excluded.charged; END",
         "CREATE TRIGGER IF NOT EXISTS ledger_hours_update"
         " AFTER UPDATE OF used_tokens, reserved_tokens, reserved_at ON ledger BEGIN"
-        " UPDATE ledger_hours SET charged = charged - COALESCE(OLD.used_tokens, OLD.reserved_tokens)"
+        " UPDATE ledger_hours"
+        " SET charged = charged - COALESCE(OLD.used_tokens, OLD.reserved_tokens)"
         " WHERE hour = substr(OLD.reserved_at, 1, 13);"
         " INSERT INTO ledger_hours (hour, charged)"
-        " VALUES (substr(NEW.reserved_at, 1, 13), COALESCE(NEW.used_tokens, NEW.reserved_tokens))"
+        " VALUES (substr(NEW.reserved_at, 1, 13),"
+        " COALESCE(NEW.used_tokens, NEW.reserved_tokens))"
         " ON CONFLICT (hour) DO UPDATE SET charged = charged + excluded.charged; END",
         "CREATE INDEX IF NOT EXISTS ledger_open_window ON ledger (reserved_at)"
         " WHERE settled_at IS NULL",
         "CREATE TRIGGER IF NOT EXISTS ledger_hours_delete AFTER DELETE ON ledger BEGIN"
-        " UPDATE ledger_hours SET charged = charged - COALESCE(OLD.used_tokens, OLD.reserved_tokens)"
+        " UPDATE ledger_hours"
+        " SET charged = charged - COALESCE(OLD.used_tokens, OLD.reserved_tokens)"
         " WHERE hour = substr(OLD.reserved_at, 1, 13); END",
     ),
 )

@@ -330,3 +330,21 @@ def test_another_connections_commit_is_seen_at_the_same_instant(tmp_path: Path) 
         assert ga.settle(held, Usage(0, "exact", "e", None), now=T0, stop_reason="closed")
         # Same connection, same `now`: the measurement must not be served from before.
         assert qb.claim(now=T0, owner="b", admit=gb.admit) is not None
+
+
+def test_an_exhausted_budget_ends_the_walk_at_the_first_candidate(store: SqliteStore) -> None:
+    config = budget(session_tokens=100_000, max_run_tokens=5_000)
+    charge(store, 100_000, T0 - timedelta(hours=1))
+    queue, gov = setup(store, config)
+    for pr in range(1, 51):
+        queue.enqueue(mention(pr, pr), now=T0)
+    offered: list[str] = []
+
+    def counting(conn, claim, now):  # type: ignore[no-untyped-def]
+        offered.append(claim.dedupe_key)
+        return gov.admit(conn, claim, now)
+
+    assert queue.claim(now=T0, owner="w", admit=counting) is None
+    assert len(offered) == 1  # not fifty refusals for the same reason
+    assert gov.last_refusal is not None and gov.last_refusal.reason == "exhausted"
+    assert queue.counts()["pending"] == 50

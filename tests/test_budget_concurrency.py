@@ -136,7 +136,7 @@ def test_threads_never_breach_a_window(tmp_path: Path) -> None:
 
     def run(w: int) -> None:
         try:
-            results.append(drive(path, w, 400, tick, violations))
+            results.append(drive(path, w, 750, tick, violations))
         except BaseException as exc:  # surfaced below, not lost in the thread
             errors.append(exc)
 
@@ -170,7 +170,7 @@ def test_four_processes_on_one_file_never_breach_a_window(tmp_path: Path) -> Non
     counter = ctx.Value("q", 0, lock=False)
     lock = ctx.Lock()
     out = ctx.Queue()
-    procs = [ctx.Process(target=_process_main, args=(str(path), w, 300, counter, lock, out))
+    procs = [ctx.Process(target=_process_main, args=(str(path), w, 500, counter, lock, out))
              for w in range(4)]
     for p in procs:
         p.start()

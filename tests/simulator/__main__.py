@@ -8,6 +8,7 @@ that base URL.
 from __future__ import annotations
 
 import argparse
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -43,6 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     config = uvicorn.Config(SimulatorApp(world, prefix=args.prefix), http="h11",
                             lifespan="on", log_level="warning", access_log=False,
                             date_header=False, server_header=False)
+    stopped: list[int] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        # uvicorn shuts down gracefully on these, then re-raises them to the handler that
+        # was installed before it; recording them here makes a requested stop exit 0.
+        signal.signal(sig, lambda number, _frame: stopped.append(number))
     uvicorn.Server(config).run(sockets=[sock])
     sock.close()
     return 0

@@ -137,10 +137,13 @@ class RouteTable:
         self.routes.extend(other.routes)
 
     def match(self, method: str, path: str) -> tuple[Route, dict[str, str]] | None:
+        """The matching route with the fewest parameters, so ``/pulls/comments`` beats
+        ``/pulls/{number}`` whatever the registration order."""
+        best: tuple[Route, dict[str, str]] | None = None
         for route in self.routes:
             if route.method != method:
                 continue
             found = route.pattern.match(path)
-            if found:
-                return route, found.groupdict()
-        return None
+            if found and (best is None or len(found.groupdict()) < len(best[1])):
+                best = (route, found.groupdict())
+        return best
