@@ -747,7 +747,7 @@ def describe_config(config: Config) -> list[str]:
     engine, review = config.engine, config.review
     rotation = " (plus one previous, during a rotation)" if len(gh.webhook_secrets) > 1 else ""
     share = budget.reviewer_share_pct
-    lines = [
+    return [
         f"github: app {gh.app_id} at {gh.api_url}",
         "repositories: "
         + (", ".join(gh.repositories) if gh.repositories else "every repository installed"),
@@ -781,4 +781,3 @@ def describe_config(config: Config) -> list[str]:
         f"({share}% of weekly_tokens {budget.weekly_tokens})",
         f"budget max_run_tokens: {budget.max_run_tokens} reserved per run",
     ]
-    return lines

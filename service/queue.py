@@ -368,6 +368,17 @@ class ReviewQueue:
         with self._store.read() as conn:
             return [_row(v) for v in conn.execute(sql, wanted)]
 
+    def known_heads(self, repo: str, pr_number: int) -> set[str]:
+        """Every head sha a ``pr_opened`` row was ever enqueued for on this pull request.
+
+        The poller sees a pull request's current state, not the action that led there;
+        a head it has not seen before on a pull request that already has one is a push.
+        """
+        with self._store.read() as conn:
+            return {str(sha) for (sha,) in conn.execute(
+                "SELECT head_sha FROM queue WHERE repo = ? AND pr_number = ?"
+                " AND kind = 'pr_opened'", (repo, pr_number))}
+
     def counts(self) -> dict[str, int]:
         """Rows per status (every status present, zero where none)."""
         with self._store.read() as conn:

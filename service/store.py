@@ -201,6 +201,14 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         " UPDATE ledger_hours"
         " SET charged = charged - COALESCE(OLD.used_tokens, OLD.reserved_tokens)"
         " WHERE hour = substr(OLD.reserved_at, 1, 13); END",
+    ),    # 25: pull requests seen closing (webhook or poll), for cancellation and the
+    # retention sweep; and agent_comments looked up by id alone (ids are global on
+    # GitHub, and the trigger rules ask "is this comment ours?" without a repository).
+    (
+        "CREATE TABLE IF NOT EXISTS closed_pull_requests ("
+        "repo TEXT NOT NULL, pr_number INTEGER NOT NULL, merged INTEGER NOT NULL,"
+        " closed_at TEXT NOT NULL, purged_at TEXT, PRIMARY KEY (repo, pr_number))",
+        "CREATE INDEX IF NOT EXISTS agent_comments_id ON agent_comments (comment_id)",
     ),
 )
 

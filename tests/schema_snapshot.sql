@@ -1,4 +1,5 @@
--- user_version 24
+-- user_version 25
+CREATE INDEX agent_comments_id ON agent_comments (comment_id);
 CREATE INDEX ledger_actor_window ON ledger (actor_id, reserved_at);
 CREATE UNIQUE INDEX ledger_open ON ledger (dedupe_key) WHERE settled_at IS NULL;
 CREATE INDEX ledger_open_window ON ledger (reserved_at) WHERE settled_at IS NULL;
@@ -9,6 +10,7 @@ CREATE INDEX queue_live ON queue (enqueued_at, dedupe_key) WHERE status IN ('pen
 CREATE TABLE agent_comments (repo TEXT NOT NULL, comment_id INTEGER NOT NULL, posted_at TEXT NOT NULL, PRIMARY KEY (repo, comment_id));
 CREATE TABLE budget_policy (id INTEGER PRIMARY KEY CHECK (id = 1), authority_repo TEXT NOT NULL, policy TEXT NOT NULL, written_at TEXT NOT NULL);
 CREATE TABLE budget_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE closed_pull_requests (repo TEXT NOT NULL, pr_number INTEGER NOT NULL, merged INTEGER NOT NULL, closed_at TEXT NOT NULL, purged_at TEXT, PRIMARY KEY (repo, pr_number));
 CREATE TABLE deliveries (delivery_id TEXT PRIMARY KEY, event TEXT NOT NULL, action TEXT, installation_id INTEGER, received_at TEXT NOT NULL, outcome TEXT NOT NULL);
 CREATE TABLE etags (path TEXT PRIMARY KEY, etag TEXT NOT NULL, last_modified TEXT);
 CREATE TABLE ledger (id INTEGER PRIMARY KEY AUTOINCREMENT, dedupe_key TEXT NOT NULL, owner TEXT NOT NULL, actor_id INTEGER NOT NULL, mode TEXT NOT NULL, reserved_tokens INTEGER NOT NULL, used_tokens INTEGER, usage_confidence TEXT, engine TEXT, model TEXT, reserved_at TEXT NOT NULL, settled_at TEXT, reviewed_lines INTEGER, stop_reason TEXT, repo TEXT, pr_number INTEGER, reviewed_since TEXT);

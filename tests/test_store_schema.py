@@ -192,6 +192,9 @@ ROWS: dict[str, list[dict[str, object]]] = {
             "outcome": "enqueued",
         },
     ],
+    "closed_pull_requests": [
+        {"repo": "o/r", "pr_number": 3, "merged": 1, "closed_at": at(5), "purged_at": None},
+    ],
     "repositories": [
         {"repo": "o/r", "installation_id": 42, "added_at": at(0), "removed_at": None},
     ],
@@ -258,7 +261,7 @@ def read_table(conn: sqlite3.Connection, table: str) -> list[dict[str, object]]:
 
 def test_fresh_store_matches_the_checked_in_snapshot(tmp_path: Path) -> None:
     with SqliteStore(tmp_path / "s.db") as store:
-        assert store.version == HEAD_VERSION == len(MIGRATIONS) == 24
+        assert store.version == HEAD_VERSION == len(MIGRATIONS) == 25
         with store.read() as conn:
             schema = dump_schema(conn)
     assert schema == SNAPSHOT.read_text(), (
