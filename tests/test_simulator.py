@@ -12,11 +12,12 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import anyio
 import httpx
 import jwt as pyjwt
 import pytest
 
-from tests.simulator import Settings
+from tests.simulator import Settings, sign
 from tests.simulator.auth import EXP_INVALID, EXP_TOO_FAR, IAT_INVALID, generate_app_key
 from tests.simulator.harness import APP_ID, REPO, Harness, app_key_pair, auth, bearer
 
@@ -225,7 +226,7 @@ async def test_link_pagination_walks_every_page(sim: Harness) -> None:
     assert set(links) == {"next", "last"}
     assert "page=3" in links["last"]["url"]
     seen = [p["number"] for p in first.json()]
-    url = links["next"]["url"]
+    url: str | None = links["next"]["url"]
     while url:
         page = await sim.client.get(url, headers=auth(token))
         assert {"prev", "first"} <= set(page.links)
@@ -304,6 +305,34 @@ async def test_secondary_content_limit_sends_retry_after() -> None:
         harness.world.clock.advance(retry_after)
         assert (await harness.client.post(url, headers=auth(token),
                                           json={"body": "hi"})).status_code == 201
+
+
+@pytest.mark.anyio
+async def test_secondary_hourly_budget_and_concurrency_limit() -> None:
+    harness = Harness.create(settings=Settings(secondary_per_hour=2, max_concurrent=1))
+    async with harness.client:
+        token = await harness.mint_token()
+        url = f"/repos/{REPO}/issues/1/reactions"
+        for content in ("+1", "eyes"):
+            harness.world.clock.advance(120)
+            ok = await harness.client.post(url, headers=auth(token), json={"content": content})
+            assert ok.status_code == 201
+        limited = await harness.client.post(url, headers=auth(token), json={"content": "heart"})
+        assert limited.status_code == 403
+        assert 3000 < int(limited.headers["retry-after"]) <= 3600 - 120
+
+        harness.world.faults.slow(path_glob="/repos/*/pulls", delay=0.2)
+        statuses: list[int] = []
+
+        async def fetch() -> None:
+            response = await harness.client.get(f"/repos/{REPO}/pulls", headers=auth(token))
+            statuses.append(response.status_code)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(fetch)
+            await anyio.sleep(0.05)  # the first request is now in flight
+            group.start_soon(fetch)
+        assert statuses == [403, 200]
 
 
 # -- faults ----------------------------------------------------------------------------------------
@@ -435,6 +464,17 @@ def test_standalone_server_over_loopback(tmp_path: Path) -> None:
                 recorded = client.get("/_simulator/requests").json()
                 assert [r["status"] for r in recorded][-1] is None
                 assert token not in json.dumps(recorded)
+                # The App's comment emits a webhook; deliver it over loopback to a sink.
+                client.post("/repos/acme/widgets/issues/5/comments", headers=auth(token),
+                            json={"body": "on it"})
+                delivered = client.post("/_simulator/webhooks/deliver",
+                                        json={"url": f"{base_url}/webhook-sink"}).json()
+                assert [d["event"] for d in delivered["delivered"]] == ["issue_comment"]
+                sink = client.get("/_simulator/requests").json()[-1]
+                assert sink["path"] == "/webhook-sink"
+                assert sink["headers"]["x-github-event"] == "issue_comment"
+                body = sink["body"].encode()
+                assert sink["headers"]["x-hub-signature-256"] == sign("w", body)[0]
         finally:
             proc.terminate()
             proc.wait(timeout=10)

@@ -8,7 +8,8 @@ A test builds or seeds a ``World`` (``seed.py`` loads one from JSON), hands its
 The world is single-threaded: in-process it lives on the test's event loop, standalone
 on uvicorn's. Mutations by the REST handlers and by test helpers emit the same webhook
 payloads (``events.py``), so "the App posted a comment" and "a human pushed" look to a
-webhook receiver exactly as on GitHub.
+webhook receiver exactly as on GitHub. Those GitHub-side activities (push, draft, close,
+edit) live in ``activity.py`` and the App-manifest flow in ``manifest.py``, mixed in here.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from .auth import generate_app_key, make_token_value
+from .activity import Activity
+from .auth import make_token_value
 from .clock import SimClock
 from .diffs import parse_diff
-from .events import EmittedEvent, WebhookPayloads, changes_from
+from .events import EmittedEvent, WebhookPayloads
 from .faults import FaultSchedule
 from .limits import RateLimiter
+from .manifest import ManifestFlow
 from .models import (
     App,
     Installation,
@@ -48,7 +51,7 @@ DEFAULT_APP_EVENTS = ["pull_request", "issue_comment", "pull_request_review_comm
                       "pull_request_review", "pull_request_review_thread"]
 
 
-class World:
+class World(Activity, ManifestFlow):
     """Every object of the simulated GitHub, its clock, limits, faults and logs."""
 
     def __init__(self, *, settings: Settings | None = None, clock: SimClock | None = None,
@@ -262,67 +265,6 @@ class World:
     def touch(self, issue: Issue) -> None:
         issue.updated_at = self.now()
 
-    # -- what people do on GitHub (each emits the webhook GitHub would send) --------------
-    def push(self, repo: str, number: int, *, head_sha: str, diff: str | None = None,
-             base_sha: str | None = None, commits: int | None = None,
-             sender: str | None = None) -> Revision:
-        """New commits (or a force-push) on the PR's head branch: ``synchronize``."""
-        pr = self.pull(repo, number)
-        before = pr.head.head_sha
-        revision = self._revision(self.repo(repo), head_sha, base_sha or pr.head.base_sha, diff,
-                                  commits)
-        pr.revisions.append(revision)
-        self.touch(pr.issue)
-        self.repo(repo).pushed_at = self.now()
-        who = self.user(sender) if sender else pr.issue.user
-        self.emit("pull_request", self.payloads.pull_request(
-            "synchronize", pr, sender=who, before=before, after=head_sha))
-        return revision
-
-    def set_draft(self, repo: str, number: int, draft: bool, *, sender: str | None = None) -> None:
-        pr = self.pull(repo, number)
-        pr.draft = draft
-        self.touch(pr.issue)
-        action = "converted_to_draft" if draft else "ready_for_review"
-        who = self.user(sender) if sender else pr.issue.user
-        self.emit("pull_request", self.payloads.pull_request(action, pr, sender=who))
-
-    def close(self, repo: str, number: int, *, merged: bool = False,
-              sender: str | None = None) -> None:
-        pr = self.pull(repo, number)
-        who = self.user(sender) if sender else pr.issue.user
-        pr.issue.state, pr.issue.closed_at = "closed", self.now()
-        if merged:
-            pr.merged_at, pr.merged_by = self.now(), who
-        self.touch(pr.issue)
-        self.emit("pull_request", self.payloads.pull_request("closed", pr, sender=who))
-
-    def reopen(self, repo: str, number: int, *, sender: str | None = None) -> None:
-        pr = self.pull(repo, number)
-        if pr.merged_at is not None:
-            raise ValueError("a merged pull request cannot be reopened")
-        pr.issue.state, pr.issue.closed_at = "open", None
-        self.touch(pr.issue)
-        who = self.user(sender) if sender else pr.issue.user
-        self.emit("pull_request", self.payloads.pull_request("reopened", pr, sender=who))
-
-    def edit_pull(self, repo: str, number: int, *, title: str | None = None,
-                  body: str | None = None, sender: User | None = None) -> PullRequest:
-        pr = self.pull(repo, number)
-        changes: dict[str, Any] = {}
-        if title is not None and title != pr.issue.title:
-            changes.update(changes_from("title", pr.issue.title))
-            pr.issue.title = title
-        if body is not None and body != pr.issue.body:
-            changes.update(changes_from("body", pr.issue.body))
-            pr.issue.body = body
-        if changes:
-            self.touch(pr.issue)
-            self.emit("pull_request", self.payloads.pull_request(
-                "edited", pr, sender=sender or pr.issue.user, changes=changes))
-        return pr
-
-    # -- comments and reviews -------------------------------------------------------------
     def add_issue_comment(self, repo: str, number: int, *, user: str | User, body: str,
                           created_at: datetime | None = None, app_id: int | None = None,
                           emit: bool = False) -> IssueComment:
@@ -337,19 +279,6 @@ class World:
         if emit:
             self.emit("issue_comment", self.payloads.issue_comment("created", comment))
         return comment
-
-    def edit_issue_comment(self, comment: IssueComment, body: str, *,
-                           sender: User | None = None) -> IssueComment:
-        old = comment.body
-        comment.body, comment.updated_at = body, self.now()
-        self.emit("issue_comment", self.payloads.issue_comment(
-            "edited", comment, sender=sender or comment.user, changes=changes_from("body", old)))
-        return comment
-
-    def delete_issue_comment(self, comment: IssueComment, *, sender: User | None = None) -> None:
-        payload = self.payloads.issue_comment("deleted", comment, sender=sender or comment.user)
-        del self.issue_comments[comment.id]
-        self.emit("issue_comment", payload)
 
     def add_review(self, repo: str, number: int, *, user: str | User, body: str = "",
                    state: str = "COMMENTED", commit_id: str | None = None,
@@ -393,7 +322,7 @@ class World:
                       self.payloads.pull_request_review_comment("created", comment))
         return comment
 
-    # -- tokens and the manifest flow --------------------------------------------------
+    # -- tokens --------------------------------------------------------------------------
     def mint_token(self, inst: Installation, *, permissions: dict[str, str] | None = None,
                    repository_ids: set[int] | None = None,
                    stateless: bool | None = None) -> Token:
@@ -406,52 +335,3 @@ class World:
             permissions=dict(permissions or inst.permissions), repository_ids=repository_ids)
         self.tokens[token.value] = token
         return token
-
-    def create_manifest_code(self, manifest: dict[str, Any], *, code: str | None = None) -> str:
-        """What GitHub hands the redirect after someone registers an App from ``manifest``.
-
-        Validates like GitHub's registration form: ``url`` is required and every default
-        event must be covered by a default permission.
-        """
-        if not isinstance(manifest.get("url"), str):
-            raise ValueError("manifest 'url' is required")
-        permissions = manifest.get("default_permissions") or {}
-        needs = {"issue_comment": "issues", "issues": "issues",
-                 "pull_request": "pull_requests", "pull_request_review": "pull_requests",
-                 "pull_request_review_comment": "pull_requests",
-                 "pull_request_review_thread": "pull_requests",
-                 "check_run": "checks", "check_suite": "checks", "push": "contents"}
-        unsupported = [e for e in manifest.get("default_events") or []
-                       if e in needs and needs[e] not in permissions]
-        if unsupported:
-            raise ValueError(
-                f"Default events are not supported by permissions: {', '.join(unsupported)}")
-        code = code or secrets.token_hex(10)
-        self.manifest_codes[code] = ManifestCode(code=code, manifest=dict(manifest),
-                                                 created_at=self.now())
-        return code
-
-    def convert_manifest(self, code: str) -> tuple[App, str] | None:
-        """Register the App behind ``code``: (the App, its private key PEM), or None if the
-        code is unknown, used, or older than an hour."""
-        entry = self.manifest_codes.get(code)
-        ttl = timedelta(seconds=self.settings.manifest_code_ttl_seconds)
-        if entry is None or entry.used or self.now() - entry.created_at > ttl:
-            return None
-        entry.used = True
-        manifest = entry.manifest
-        private_pem, public_pem = generate_app_key()
-        name = str(manifest.get("name") or f"app-{secrets.token_hex(3)}")
-        slug = "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
-        hook = manifest.get("hook_attributes")
-        app = self.add_app(
-            id=self.next_id(), slug=slug, name=name, public_key_pem=public_pem,
-            owner=self.app.owner.login if self.apps else "octo-org",
-            client_secret=secrets.token_hex(20),
-            webhook_secret=secrets.token_hex(20) if isinstance(hook, dict) else None,
-            permissions=dict(manifest.get("default_permissions") or {}),
-            events=[e for e in manifest.get("default_events") or []
-                    if e not in ("installation_target", "security_advisory", "meta")],
-            description=str(manifest.get("description") or ""),
-        )
-        return app, private_pem
