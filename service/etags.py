@@ -2,8 +2,11 @@
 
 A lost entry costs one full GET on the next request, never correctness, which is why
 the in-memory ``ETagStore`` is a valid cache and ``SqliteStore`` is merely a durable one.
-Keys are opaque to the cache; the client builds them (including whatever makes a
-rotated token miss rather than be served another token's validators).
+Keys are built by the client (including whatever makes a rotated token miss rather than
+be served another token's validators). One rule of the protocol reads them: a key may end
+in a variant after its last ``#`` (the token's fingerprint), and storing an entry replaces
+every other variant of the same resource (the part before that ``#``). Without it, each
+hourly token rotation would leave one dead entry per polled resource behind, forever.
 """
 
 from __future__ import annotations
@@ -39,5 +42,14 @@ class ETagStore:
             return self._entries.get(key)
 
     def put_validators(self, key: str, validators: Validators) -> None:
+        resource = resource_of(key)
         with self._lock:
+            for stale in [k for k in self._entries if k != key and resource_of(k) == resource]:
+                del self._entries[stale]
             self._entries[key] = validators
+
+
+def resource_of(key: str) -> str:
+    """The resource a cache key names: the key up to its last ``#``, or all of it."""
+    head, sep, _ = key.rpartition("#")
+    return head if sep else key

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Final
 
-from service.etags import Validators
+from service.etags import Validators, resource_of
 
 __all__ = [
     "HEAD_VERSION",
@@ -646,8 +646,19 @@ class SqliteStore:
         return None if row is None else Validators(etag=row[0], last_modified=row[1])
 
     def put_validators(self, key: str, validators: Validators) -> None:
-        """Store (or replace) the validators for ``key``."""
+        """Store (or replace) the validators for ``key``, dropping its other variants.
+
+        Variants are keys for the same resource with another suffix after the last ``#``
+        (another token's fingerprint; see ``service.etags``).
+        """
+        resource = resource_of(key)
         with self.transaction() as conn:
+            if resource != key:
+                # '$' follows '#': every key that starts with "<resource>#".
+                conn.execute(
+                    "DELETE FROM etags WHERE path >= ? AND path < ? AND path != ?",
+                    (resource + "#", resource + "$", key),
+                )
             conn.execute(
                 "INSERT INTO etags (path, etag, last_modified) VALUES (?, ?, ?)"
                 " ON CONFLICT (path) DO UPDATE"

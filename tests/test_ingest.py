@@ -49,9 +49,14 @@ def test_close_cancels_pending_rows_and_records_the_closure(store: SqliteStore) 
 def test_a_closure_that_rolls_back_cancels_nothing(store: SqliteStore) -> None:
     queue = ReviewQueue(store)
     queue.enqueue(mention(3, 8), now=T0)
-    with pytest.raises(RuntimeError), store.transaction() as conn:
-        apply_decision(conn, queue, Close("o/r", 3, merged=False), now=T0)
-        raise RuntimeError("crash before commit")
+
+    def crash_before_commit() -> None:
+        with store.transaction() as conn:
+            apply_decision(conn, queue, Close("o/r", 3, merged=False), now=T0)
+            raise RuntimeError("crash before commit")
+
+    with pytest.raises(RuntimeError):
+        crash_before_commit()
     assert queue.get("mention:o/r:3:8").status == "pending"  # type: ignore[union-attr]
     with store.read() as conn:
         assert conn.execute("SELECT COUNT(*) FROM closed_pull_requests").fetchone()[0] == 0

@@ -17,7 +17,7 @@ import httpx
 import jwt as pyjwt
 import pytest
 
-from tests.simulator import Settings, sign
+from tests.simulator import Settings, SimulatorTransport, sign
 from tests.simulator.auth import EXP_INVALID, EXP_TOO_FAR, IAT_INVALID, generate_app_key
 from tests.simulator.harness import APP_ID, REPO, Harness, app_key_pair, auth, bearer
 
@@ -94,6 +94,18 @@ async def test_jwt_signed_by_another_key_cannot_be_decoded(sim: Harness) -> None
     token = await sim.mint_token()
     response = await sim.client.get("/app", headers=bearer(token))
     assert response.json()["message"] == "A JSON web token could not be decoded"
+
+
+@pytest.mark.anyio
+async def test_enterprise_style_prefix() -> None:
+    harness = Harness.create()
+    transport = SimulatorTransport(harness.world, prefix="/api/v3")
+    async with httpx.AsyncClient(transport=transport, base_url="https://ghe.test/api/v3") as c:
+        app = await c.get("/app", headers=bearer(harness.jwt()))
+        assert app.status_code == 200
+        outside = await c.get("https://ghe.test/app", headers=bearer(harness.jwt()))
+        assert outside.status_code == 404
+    await harness.client.aclose()
 
 
 # -- installation tokens -------------------------------------------------------------------
@@ -321,17 +333,20 @@ async def test_secondary_hourly_budget_and_concurrency_limit() -> None:
         assert limited.status_code == 403
         assert 3000 < int(limited.headers["retry-after"]) <= 3600 - 120
 
-        harness.world.faults.slow(path_glob="/repos/*/pulls", delay=0.2)
+        harness.world.faults.slow(path_glob="/repos/*/pulls", delay=0.3)
         statuses: list[int] = []
 
         async def fetch() -> None:
             response = await harness.client.get(f"/repos/{REPO}/pulls", headers=auth(token))
             statuses.append(response.status_code)
 
+        key = f"installation:{harness.installation.id}"
         async with anyio.create_task_group() as group:
             group.start_soon(fetch)
-            await anyio.sleep(0.05)  # the first request is now in flight
-            group.start_soon(fetch)
+            with anyio.fail_after(5):
+                while harness.world.limiter.in_flight(key) == 0:
+                    await anyio.sleep(0.005)
+            group.start_soon(fetch)  # arrives while the first is still in flight
         assert statuses == [403, 200]
 
 

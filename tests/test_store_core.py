@@ -499,3 +499,21 @@ def test_migrate_as_a_subprocess(tmp_path: Path) -> None:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     finally:
         conn.close()
+
+
+def test_storing_a_variant_replaces_the_other_variants_of_its_resource(tmp_path: Path) -> None:
+    from service.etags import ETagStore, Validators
+
+    with SqliteStore(tmp_path / "s.db") as store:
+        for cache in (store, ETagStore()):
+            cache.put_validators("gh:v1:i1:json /repos/o/r/pulls#told", Validators('W/"1"'))
+            cache.put_validators("gh:v1:i1:json /repos/o/r/pulls?page=2#told", Validators("p2"))
+            cache.put_validators("gh:v1:i1:json /repos/o/r/pulls#tnew", Validators('W/"2"'))
+            assert cache.get_validators("gh:v1:i1:json /repos/o/r/pulls#told") is None
+            fresh = cache.get_validators("gh:v1:i1:json /repos/o/r/pulls#tnew")
+            assert fresh == Validators('W/"2"')
+            # Another resource that merely shares a prefix is untouched.
+            assert cache.get_validators("gh:v1:i1:json /repos/o/r/pulls?page=2#told") == (
+                Validators("p2"))
+        with store.read() as conn:
+            assert conn.execute("SELECT COUNT(*) FROM etags").fetchone()[0] == 2

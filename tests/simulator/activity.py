@@ -31,6 +31,9 @@ class Activity:
         def emit(self, event: str, payload: dict[str, Any]) -> EmittedEvent: ...
         def _revision(self, repo: Repository, head_sha: str, base_sha: str, diff: str | None,
                       commits: int | None) -> Revision: ...
+        @staticmethod
+        def _track_pull_ref(repo: Repository, number: int, head_sha: str, *,
+                            computed: bool) -> None: ...
 
     def push(self, repo: str, number: int, *, head_sha: str, diff: str | None = None,
              base_sha: str | None = None, commits: int | None = None,
@@ -41,6 +44,7 @@ class Activity:
         revision = self._revision(self.repo(repo), head_sha, base_sha or pr.head.base_sha, diff,
                                   commits)
         pr.revisions.append(revision)
+        self._track_pull_ref(self.repo(repo), number, head_sha, computed=diff is None)
         self.touch(pr.issue)
         self.repo(repo).pushed_at = self.now()
         who = self.user(sender) if sender else pr.issue.user

@@ -27,6 +27,7 @@ from starlette.responses import Response
 from .clock import iso, parse_iso
 from .faults import FaultSchedule
 from .rest import dump_json
+from .webhooks import WebhookSender
 
 if TYPE_CHECKING:
     from .state import World
@@ -45,8 +46,6 @@ def _record_json(world: World) -> list[dict[str, Any]]:
 
 
 async def _deliver(world: World, data: dict[str, Any]) -> Response:
-    from .webhooks import WebhookSender
-
     url = data.get("url")
     if not isinstance(url, str):
         return _reply({"message": "'url' is required"}, 400)

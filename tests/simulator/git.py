@@ -7,7 +7,8 @@ code under test can clone it with ``git clone file:///…/widgets.git`` (the rep
 ``clone_url`` in REST payloads is that ``file://`` URL) and fetch ``pull/<n>/head``.
 
 ``open_pull`` and ``push_to_pull`` tie it to a ``World``: they move the refs, compute the
-diff GitHub would show (``git diff --full-index -M base...head``) and record the PR.
+diff GitHub would show (``git diff --full-index -M base...head``) and record the PR. Any
+PR whose diff the world computes from a ``git_dir`` gets its ``refs/pull/<n>/head``.
 
 The simulator does not serve git's smart-HTTP protocol; ``file://`` is the supported
 remote, and tokens are not checked on clone.
@@ -16,6 +17,7 @@ remote, and tokens are not checked on clone.
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -58,6 +60,11 @@ def diff_between(git_dir: Path, base: str, head: str) -> str:
                    f"{base}...{head}")
 
 
+def set_pull_ref(git_dir: Path, number: int, sha: str) -> None:
+    """Point GitHub's ``refs/pull/<number>/head`` at ``sha``."""
+    run_git(git_dir, "update-ref", f"refs/pull/{number}/head", sha)
+
+
 def commit_count(git_dir: Path, base: str, head: str) -> int:
     return int(run_git(git_dir, "rev-list", "--count", f"{base}..{head}").strip() or 0)
 
@@ -86,7 +93,7 @@ class GitRepo:
 
         ``branch`` (if given) is moved to the new commit.
         """
-        index = self.path / f"sim-index-{os.getpid()}"
+        index = self.path / f"sim-index-{os.getpid()}-{secrets.token_hex(4)}"
         env = {"GIT_INDEX_FILE": str(index),
                "GIT_AUTHOR_DATE": f"{timestamp} +0000",
                "GIT_COMMITTER_DATE": f"{timestamp} +0000"}
@@ -133,11 +140,9 @@ def open_pull(world: World, repo: str, git: GitRepo, *, base_ref: str, head_ref:
     if target.git_dir is None:
         target.git_dir = git.path
     base_sha, head_sha = git.ref(f"refs/heads/{base_ref}"), git.ref(f"refs/heads/{head_ref}")
-    pr = world.add_pull(repo, title=title, user=user, number=number, body=body,
-                        head_sha=head_sha, base_sha=base_sha, diff=None, head_ref=head_ref,
-                        base_ref=base_ref, draft=draft, emit=emit)
-    git.set_ref(f"refs/pull/{pr.number}/head", head_sha)
-    return pr
+    return world.add_pull(repo, title=title, user=user, number=number, body=body,
+                          head_sha=head_sha, base_sha=base_sha, diff=None, head_ref=head_ref,
+                          base_ref=base_ref, draft=draft, emit=emit)
 
 
 def push_to_pull(world: World, repo: str, number: int, git: GitRepo,
@@ -152,5 +157,4 @@ def push_to_pull(world: World, repo: str, number: int, git: GitRepo,
     parent = pr.head.base_sha if force else pr.head.head_sha
     stamp = int(world.now().timestamp())
     sha = git.commit(files, parent=parent, message=message, branch=pr.head_ref, timestamp=stamp)
-    git.set_ref(f"refs/pull/{number}/head", sha)
     return world.push(repo, number, head_sha=sha, sender=sender)

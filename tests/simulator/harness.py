@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -80,7 +80,7 @@ class Harness:
     app: App
     installation: Installation
     pull: PullRequest
-    private_key_pem: str
+    private_key_pem: str = field(repr=False)
     client: httpx.AsyncClient
 
     @classmethod

@@ -102,5 +102,8 @@ class RateLimiter:
         self._in_flight[key] = count + 1
         return True
 
+    def in_flight(self, key: str) -> int:
+        return self._in_flight.get(key, 0)
+
     def leave(self, key: str) -> None:
         self._in_flight[key] = max(0, self._in_flight.get(key, 0) - 1)

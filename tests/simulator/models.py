@@ -35,8 +35,8 @@ class App:
     bot: User  # the "<slug>[bot]" account the App writes as
     public_key_pem: bytes | None
     client_id: str
-    client_secret: str | None
-    webhook_secret: str | None
+    client_secret: str | None = field(repr=False)
+    webhook_secret: str | None = field(repr=False)
     permissions: dict[str, str]
     events: list[str]
     description: str

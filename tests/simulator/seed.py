@@ -122,7 +122,7 @@ def _seed_conversations(world: World, data: dict[str, Any], base_dir: Path) -> N
                        number=item.get("number"), body=item.get("body", ""),
                        head_ref=head.get("ref", "feature"), base_ref=base.get("ref", "main"),
                        draft=item.get("draft", False), state=item.get("state", "open"),
-                       merged=item.get("merged", False), commits=item.get("commits", 1),
+                       merged=item.get("merged", False), commits=item.get("commits"),
                        created_at=_when(item.get("created_at")),
                        updated_at=_when(item.get("updated_at")))
     for raw in data.get("issue_comments", []):

@@ -26,6 +26,7 @@ from .clock import SimClock
 from .diffs import parse_diff
 from .events import EmittedEvent, WebhookPayloads
 from .faults import FaultSchedule
+from .git import commit_count, diff_between, set_pull_ref
 from .limits import RateLimiter
 from .manifest import ManifestFlow
 from .models import (
@@ -224,7 +225,7 @@ class World(Activity, ManifestFlow):
     def add_pull(self, repo: str, *, title: str, user: str, head_sha: str, base_sha: str,
                  diff: str | None = None, number: int | None = None, body: str | None = "",
                  head_ref: str = "feature", base_ref: str = "main", draft: bool = False,
-                 state: str = "open", merged: bool = False, commits: int = 1,
+                 state: str = "open", merged: bool = False, commits: int | None = None,
                  created_at: datetime | None = None, updated_at: datetime | None = None,
                  emit: bool = False) -> PullRequest:
         """A pull request; ``diff=None`` computes it from the repository's ``git_dir``."""
@@ -240,6 +241,7 @@ class World(Activity, ManifestFlow):
                          merged_at=issue.closed_at if merged else None,
                          merged_by=self.user(user) if merged else None)
         self.pulls[(target.id, issue.number)] = pr
+        self._track_pull_ref(target, pr.number, head_sha, computed=diff is None)
         if emit:
             self.emit("pull_request", self.payloads.pull_request("opened", pr))
         return pr
@@ -249,12 +251,16 @@ class World(Activity, ManifestFlow):
         if diff is None:
             if repo.git_dir is None:
                 raise ValueError(f"{repo.full_name}: give a diff or attach a git_dir")
-            from .git import commit_count, diff_between
-
             diff = diff_between(repo.git_dir, base_sha, head_sha)
             commits = commits or commit_count(repo.git_dir, base_sha, head_sha)
         return Revision(head_sha=head_sha, base_sha=base_sha, diff=diff, files=parse_diff(diff),
                         pushed_at=self.now(), commits=commits or 1)
+
+    @staticmethod
+    def _track_pull_ref(repo: Repository, number: int, head_sha: str, *, computed: bool) -> None:
+        """Keep GitHub's ``refs/pull/<n>/head`` in a git-backed repository current."""
+        if computed and repo.git_dir is not None:
+            set_pull_ref(repo.git_dir, number, head_sha)
 
     def issue(self, repo: str, number: int) -> Issue:
         return self.issues[(self.repo(repo).id, number)]

@@ -1,0 +1,1 @@
+"""Review engines: one protocol (``base``), three implementations, the prompt and schema."""

@@ -1,0 +1,202 @@
+"""The engine protocol: what a worker hands an engine and what it always gets back.
+
+An engine turns one ``EngineRequest`` (a checked-out worktree, its diff, the pull
+request's untrusted title and body, the base branch's guidelines, the limits) into one
+``EngineResult``. ``Engine.run`` never raises for anything the engine does — a missing
+binary, a crash, garbage output, a hang, a plan limit: every outcome is a result with an
+honest ``stop_reason`` and the best usage figure that could be read. Only a programming
+error in the caller (a malformed request) raises, and it does so at construction.
+
+These names are the seam the worker builds on; keep them stable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Final, Literal, Protocol, get_args
+
+from service.budget import STOP_REASONS, Usage
+
+Command = Literal["review", "describe"]
+ReviewMode = Literal["full", "reduced"]  # reduced = correctness and security only
+Side = Literal["RIGHT", "LEFT"]
+Severity = Literal["critical", "major", "minor", "nit"]
+Category = Literal[
+    "correctness", "security", "performance", "maintainability", "tests", "docs", "style"
+]
+Risk = Literal["low", "medium", "high"]
+
+SIDES: Final = get_args(Side)
+SEVERITIES: Final = get_args(Severity)
+CATEGORIES: Final = get_args(Category)
+RISKS: Final = get_args(Risk)
+#: The categories a ``reduced`` review may report.
+REDUCED_CATEGORIES: Final = ("correctness", "security")
+
+#: Cap on ``EngineResult.detail``: a reason for a log line and the runs table, not a dump.
+DETAIL_MAX_CHARS: Final = 300
+#: Caps on model-written text, so a runaway answer cannot bloat a review or the store.
+TITLE_MAX_CHARS: Final = 200
+BODY_MAX_CHARS: Final = 8000
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One review comment the model proposes, anchored to a file line.
+
+    ``line`` is the line number in the file on ``side`` (``RIGHT`` = the head version,
+    ``LEFT`` = the base version), as GitHub's review-comment API takes it; ``start_line``
+    (same side, ≤ ``line``) makes it a multi-line comment. Whether it can be posted
+    inline is decided against the diff by ``findings.split_findings``.
+    """
+
+    path: str
+    line: int
+    side: Side
+    start_line: int | None
+    severity: Severity
+    category: Category
+    title: str
+    body: str
+
+    def __post_init__(self) -> None:
+        _require(bool(self.path) and not self.path.startswith("/"),
+                 "finding path must be a non-empty repository-relative path")
+        _require(_positive(self.line), "finding line must be a positive integer")
+        _require(self.side in SIDES, f"finding side must be one of {SIDES}")
+        if self.start_line is not None:
+            _require(_positive(self.start_line) and self.start_line <= self.line,
+                     "finding start_line must be a positive integer no greater than line")
+        _require(self.severity in SEVERITIES, f"finding severity must be one of {SEVERITIES}")
+        _require(self.category in CATEGORIES, f"finding category must be one of {CATEGORIES}")
+        _require(bool(self.title.strip()), "finding title must not be empty")
+        _require(bool(self.body.strip()), "finding body must not be empty")
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """The review's overall verdict: a short summary and a risk level."""
+
+    summary: str
+    risk: Risk
+
+    def __post_init__(self) -> None:
+        _require(bool(self.summary.strip()), "assessment summary must not be empty")
+        _require(self.risk in RISKS, f"assessment risk must be one of {RISKS}")
+
+
+@dataclass(frozen=True)
+class Description:
+    """What ``describe`` produces: a proposed title, a summary and the list of changes."""
+
+    title: str
+    summary: str
+    changes: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        _require(bool(self.title.strip()), "description title must not be empty")
+        _require(bool(self.summary.strip()), "description summary must not be empty")
+        _require(all(isinstance(c, str) and c.strip() for c in self.changes),
+                 "description changes must be non-empty strings")
+
+
+@dataclass(frozen=True)
+class EngineRequest:
+    """One run's input. ``title``/``body`` are untrusted (the prompt fences and cleans
+    them); ``guidelines`` must come from the BASE branch, never the head.
+
+    ``reviewed_since`` is the commit an incremental review starts from (the diff is then
+    ``reviewed_since...head``); ``None`` for a full review. ``log_extra`` is copied into
+    every log record's ``extra`` (delivery_id, repo, pr, dedupe_key, attempt).
+    """
+
+    command: Command
+    workdir: Path
+    diff: str
+    changed_paths: tuple[str, ...]
+    title: str
+    body: str
+    guidelines: str | None
+    base_sha: str
+    head_sha: str
+    reviewed_since: str | None
+    mode: ReviewMode
+    max_turns: int
+    wall_clock_seconds: float
+    max_run_tokens: int
+    log_extra: Mapping[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _require(self.command in ("review", "describe"),
+                 f"command must be 'review' or 'describe', got {self.command!r}")
+        _require(self.mode in ("full", "reduced"),
+                 f"mode must be 'full' or 'reduced', got {self.mode!r}")
+        _require(_positive(self.max_turns), "max_turns must be a positive integer")
+        _require(self.wall_clock_seconds > 0, "wall_clock_seconds must be positive")
+        _require(_positive(self.max_run_tokens), "max_run_tokens must be a positive integer")
+        _require(isinstance(self.changed_paths, tuple), "changed_paths must be a tuple")
+
+
+@dataclass(frozen=True)
+class EngineResult:
+    """One run's outcome. ``usage`` is what the ledger settles with: ``tokens=None``
+    (confidence ``unavailable``) keeps the whole reservation charged.
+
+    ``findings``/``assessment`` are set for a completed ``review``, ``description`` for a
+    completed ``describe``; a non-completed run may still carry what it got. ``detail``
+    is a short human reason (never a secret, never the model's raw output).
+    ``usage_limit_resets_at`` is set only with ``stop_reason == 'usage_limit'`` and only
+    when the engine said when the limit resets.
+    """
+
+    usage: Usage
+    stop_reason: str
+    findings: tuple[Finding, ...] = ()
+    assessment: Assessment | None = None
+    description: Description | None = None
+    cost_usd: float | None = None
+    usage_limit_resets_at: datetime | None = None
+    detail: str = ""
+    session_id: str | None = None
+    turns: int | None = None
+
+    def __post_init__(self) -> None:
+        _require(self.stop_reason in STOP_REASONS,
+                 f"stop_reason must be one of {STOP_REASONS}, got {self.stop_reason!r}")
+        if self.usage_limit_resets_at is not None:
+            _require(self.usage_limit_resets_at.tzinfo is not None,
+                     "usage_limit_resets_at must be timezone-aware")
+        if len(self.detail) > DETAIL_MAX_CHARS:
+            object.__setattr__(self, "detail", self.detail[: DETAIL_MAX_CHARS - 1] + "…")
+
+
+class Engine(Protocol):
+    """A review engine. ``run`` never raises for engine behaviour (see module doc)."""
+
+    name: str
+
+    async def run(self, request: EngineRequest) -> EngineResult:
+        """Review or describe the change in ``request``; always return a result."""
+        ...
+
+
+def no_usage(engine: str, model: str | None) -> Usage:
+    """Usage for a run that provably spent nothing (e.g. the binary is missing)."""
+    return Usage(tokens=0, confidence="exact", engine=engine, model=model)
+
+
+def unknown_usage(engine: str, model: str | None) -> Usage:
+    """Usage for a run whose spend could not be read: the reservation stays charged."""
+    return Usage(tokens=None, confidence="unavailable", engine=engine, model=model)

@@ -1,0 +1,223 @@
+"""What ``GET /healthz`` reports: a registry the running components report into.
+
+Components call in as things happen -- the poller after each successful cycle, each worker
+when it starts and when it dies, the budget's circuit breaker when it trips or resets, the
+GitHub edge after each App authentication or token mint -- and ``Health.report(now)``
+turns the latest of each into checks, plus one live check of the store (reachable, and at
+the schema version this code writes). Reports may come from any thread.
+
+Each check has a ``status``: ``ok``, ``degraded``, ``failing``, or ``not running in this
+process`` for a component whose role this process does not run. Only the store can make
+the whole report ``failing`` (the endpoint then answers 503): without the store nothing
+works, whereas a stale poller or a dead worker still leaves webhooks being accepted.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Final, Literal
+
+from service.store import HEAD_VERSION, SqliteStore, StoreClosedError
+
+log = logging.getLogger(__name__)
+
+Status = Literal["ok", "degraded", "failing"]
+OK: Final = "ok"
+DEGRADED: Final = "degraded"
+FAILING: Final = "failing"
+NOT_RUNNING: Final = "not running in this process"
+
+#: A poller whose last successful cycle is older than this many intervals is degraded.
+STALE_INTERVALS: Final = 3
+
+
+def _aware(now: datetime) -> datetime:
+    if now.tzinfo is None or now.utcoffset() is None:
+        raise ValueError("health reports take an aware datetime, not a naive one")
+    return now
+
+
+def _iso(when: datetime | None) -> str | None:
+    return None if when is None else when.isoformat()
+
+
+@dataclass
+class _Poller:
+    interval: timedelta
+    started_at: datetime
+    last_cycle_at: datetime | None = None
+
+
+@dataclass
+class _Workers:
+    expected: int
+    alive: set[str] = field(default_factory=set)
+    dead: dict[str, str] = field(default_factory=dict)  # name -> why
+
+
+@dataclass
+class _Event:
+    at: datetime
+    detail: str | None = None
+
+
+class Health:
+    """The registry. ``Health(store)``; components report, ``report(now)`` reads.
+
+    ``report`` touches the store, so async callers run it in a worker thread.
+    """
+
+    def __init__(self, store: SqliteStore, *, expected_version: int = HEAD_VERSION) -> None:
+        self._store = store
+        self._expected_version = expected_version
+        self._lock = threading.Lock()
+        self._poller: _Poller | None = None
+        self._workers: _Workers | None = None
+        self._breaker: tuple[bool, _Event] | None = None
+        self._auth_ok: _Event | None = None
+        self._auth_failed: _Event | None = None
+
+    # -- reports from components ---------------------------------------------------------
+
+    def poller_started(self, interval: timedelta, now: datetime) -> None:
+        """This process runs the poller, every ``interval``."""
+        if interval <= timedelta(0):
+            raise ValueError("the poll interval must be positive")
+        with self._lock:
+            self._poller = _Poller(interval=interval, started_at=_aware(now))
+
+    def poller_cycle_succeeded(self, now: datetime) -> None:
+        """A poll cycle finished without error at ``now``."""
+        with self._lock:
+            if self._poller is None:
+                raise RuntimeError("poller_cycle_succeeded before poller_started")
+            self._poller.last_cycle_at = _aware(now)
+
+    def workers_started(self, names: list[str]) -> None:
+        """This process runs these workers (all alive now)."""
+        with self._lock:
+            self._workers = _Workers(expected=len(names), alive=set(names))
+
+    def worker_died(self, name: str, reason: str) -> None:
+        """Worker ``name`` ended when it should not have; ``reason`` is safe to show."""
+        with self._lock:
+            if self._workers is None:
+                raise RuntimeError("worker_died before workers_started")
+            self._workers.alive.discard(name)
+            self._workers.dead[name] = reason
+
+    def worker_restarted(self, name: str) -> None:
+        """A supervisor replaced a dead worker under the same name."""
+        with self._lock:
+            if self._workers is None:
+                raise RuntimeError("worker_restarted before workers_started")
+            self._workers.dead.pop(name, None)
+            self._workers.alive.add(name)
+
+    def breaker_changed(self, tripped: bool, now: datetime, detail: str | None = None) -> None:
+        """The budget's circuit breaker tripped (``True``) or was reset (``False``)."""
+        with self._lock:
+            self._breaker = (tripped, _Event(_aware(now), detail))
+
+    def auth_succeeded(self, now: datetime, what: str) -> None:
+        """GitHub accepted the App's credentials (``what``: "app jwt", "installation token")."""
+        with self._lock:
+            self._auth_ok = _Event(_aware(now), what)
+
+    def auth_failed(self, now: datetime, reason: str) -> None:
+        """Authenticating to GitHub failed; ``reason`` must carry no credential."""
+        with self._lock:
+            self._auth_failed = _Event(_aware(now), reason)
+
+    # -- the report ------------------------------------------------------------------------
+
+    def report(self, now: datetime) -> dict[str, object]:
+        """``{"status": ..., "checks": {...}}`` at ``now`` (reads the store)."""
+        _aware(now)
+        checks: dict[str, dict[str, object]] = {"store": self._store_check()}
+        with self._lock:
+            checks["poller"] = self._poller_check(now)
+            checks["workers"] = self._workers_check()
+            checks["breaker"] = self._breaker_check()
+            checks["github_auth"] = self._auth_check()
+        statuses = {check["status"] for check in checks.values()}
+        status: Status = (
+            FAILING if FAILING in statuses else DEGRADED if DEGRADED in statuses else OK
+        )
+        return {"status": status, "checks": checks}
+
+    def _store_check(self) -> dict[str, object]:
+        try:
+            version = self._store.version
+        except (sqlite3.Error, StoreClosedError, OSError) as exc:
+            log.warning("health check: store unreachable", extra={"error": type(exc).__name__})
+            return {"status": FAILING, "error": f"store unreachable ({type(exc).__name__})"}
+        check: dict[str, object] = {
+            "status": OK, "schema_version": version, "expected_version": self._expected_version
+        }
+        if version != self._expected_version:
+            check["status"] = FAILING
+            check["error"] = (
+                f"store is at schema version {version}, this code writes "
+                f"{self._expected_version}"
+            )
+        return check
+
+    def _poller_check(self, now: datetime) -> dict[str, object]:
+        poller = self._poller
+        if poller is None:
+            return {"status": NOT_RUNNING}
+        stale_after = poller.interval * STALE_INTERVALS
+        since = poller.last_cycle_at or poller.started_at
+        age = now - since
+        check: dict[str, object] = {
+            "status": OK if age <= stale_after else DEGRADED,
+            "interval_seconds": poller.interval.total_seconds(),
+            "last_cycle_at": _iso(poller.last_cycle_at),
+            "age_seconds": None if poller.last_cycle_at is None else age.total_seconds(),
+        }
+        if check["status"] == DEGRADED:
+            what = "no successful cycle" if poller.last_cycle_at is None else "last cycle"
+            check["detail"] = (
+                f"{what} for {int(age.total_seconds())} s, more than {STALE_INTERVALS} intervals"
+            )
+        return check
+
+    def _workers_check(self) -> dict[str, object]:
+        workers = self._workers
+        if workers is None:
+            return {"status": NOT_RUNNING}
+        return {
+            "status": OK if not workers.dead else DEGRADED,
+            "alive": len(workers.alive),
+            "expected": workers.expected,
+            "dead": dict(sorted(workers.dead.items())),
+        }
+
+    def _breaker_check(self) -> dict[str, object]:
+        if self._breaker is None:
+            return {"status": OK, "tripped": False}
+        tripped, event = self._breaker
+        return {
+            "status": DEGRADED if tripped else OK,
+            "tripped": tripped,
+            "since": event.at.isoformat(),
+            "detail": event.detail,
+        }
+
+    def _auth_check(self) -> dict[str, object]:
+        ok, failed = self._auth_ok, self._auth_failed
+        check: dict[str, object] = {
+            "status": OK,
+            "last_success_at": None if ok is None else ok.at.isoformat(),
+            "last_success": None if ok is None else ok.detail,
+            "last_failure_at": None if failed is None else failed.at.isoformat(),
+            "last_failure": None if failed is None else failed.detail,
+        }
+        if failed is not None and (ok is None or failed.at >= ok.at):
+            check["status"] = DEGRADED
+        return check

@@ -1,0 +1,140 @@
+"""Log output: one JSON object per line by default, or readable text for a terminal.
+
+Modules log through ``logging`` with ``extra={...}`` (``delivery_id``, ``repo``, ``pr``,
+``dedupe_key``, ``attempt``, ``owner``, ...). Both formatters carry every such field, so a
+line can be found by any of them. Secrets never reach a log line: values that are
+``Secret`` print masked, and a field whose name says it holds a credential (``token``,
+``secret``, ``password``, ``authorization``, ``private_key``, ``jwt``) is replaced by
+``"***"`` whatever its value, as a second line of defence against a careless ``extra``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Any, Final, Literal, TextIO
+
+from service.config import Secret
+
+LogFormat = Literal["json", "text"]
+LOG_FORMATS: Final = ("json", "text")
+
+#: The fields the project's log lines carry, in the order text lines show them first.
+CONTEXT_FIELDS: Final = ("delivery_id", "repo", "pr", "dedupe_key", "attempt", "owner")
+
+_MASK: Final = "***"
+_SENSITIVE: Final = ("token", "secret", "password", "authorization", "private_key", "jwt")
+# Every attribute a bare LogRecord has; anything else on a record came from ``extra``.
+_STANDARD: Final = frozenset(
+    vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys()
+    | {"message", "asctime", "taskName", "color_message"}
+)
+
+
+def _sensitive(name: str) -> bool:
+    lowered = name.lower()
+    return any(word in lowered for word in _SENSITIVE)
+
+
+def _plain(value: object) -> object:
+    """A JSON-ready form of one extra value (secrets masked, unknown types as text)."""
+    if isinstance(value, Secret):
+        return _MASK
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _MASK if _sensitive(str(k)) else _plain(v) for k, v in value.items()}
+    return str(value)
+
+
+def extra_fields(record: logging.LogRecord) -> dict[str, object]:
+    """The ``extra={...}`` fields of ``record``: context fields first, secrets masked."""
+    names = [n for n in vars(record) if n not in _STANDARD and not n.startswith("_")]
+    ordered = [n for n in CONTEXT_FIELDS if n in names] + sorted(
+        n for n in names if n not in CONTEXT_FIELDS
+    )
+    return {
+        name: _MASK if _sensitive(name) else _plain(getattr(record, name)) for name in ordered
+    }
+
+
+def _timestamp(record: logging.LogRecord) -> str:
+    return datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
+
+
+class JsonFormatter(logging.Formatter):
+    """``{"ts", "level", "logger", "message", <extras>..., "exc_info"?}`` on one line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, object] = {
+            "ts": _timestamp(record),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name, value in extra_fields(record).items():
+            line.setdefault(name, value)
+        if record.exc_info:
+            line["exc_info"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    """``TIME LEVEL logger: message key=value ...`` for a person at a terminal."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = " ".join(
+            f"{name}={json.dumps(value, ensure_ascii=False, default=str)}"
+            if not isinstance(value, str) or not value or " " in value or "=" in value
+            else f"{name}={value}"
+            for name, value in extra_fields(record).items()
+        )
+        text = f"{_timestamp(record)} {record.levelname:<7} {record.name}: {record.getMessage()}"
+        if fields:
+            text = f"{text} {fields}"
+        if record.exc_info:
+            text = f"{text}\n{self.formatException(record.exc_info)}"
+        return text
+
+
+def formatter_for(log_format: LogFormat) -> logging.Formatter:
+    """The formatter for ``--log-format``; ``ValueError`` for anything but json or text."""
+    if log_format == "json":
+        return JsonFormatter()
+    if log_format == "text":
+        return TextFormatter()
+    raise ValueError(f"log format must be one of {', '.join(LOG_FORMATS)}, got {log_format!r}")
+
+
+def configure_logging(
+    log_format: LogFormat = "json", *, level: int = logging.INFO, stream: TextIO | None = None
+) -> logging.Handler:
+    """Send every log record (uvicorn's included) to ``stream`` (stderr) in one format.
+
+    Replaces the root logger's handlers, so calling it twice does not double every line;
+    uvicorn's own loggers are pointed at the root instead of their default handlers.
+    Returns the handler installed.
+    """
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(formatter_for(log_format))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        named = logging.getLogger(name)
+        named.handlers.clear()
+        named.propagate = True
+    return handler
+
+
+def log_config_for_uvicorn() -> dict[str, Any]:
+    """A uvicorn ``log_config`` that leaves logging as ``configure_logging`` set it up."""
+    return {"version": 1, "disable_existing_loggers": False}
