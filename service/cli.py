@@ -47,6 +47,27 @@ def _migrate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from service.config import ConfigError, load_config
+    from service.daemon import RoleUnavailableError, check_role, serve
+    from service.logs import configure_logging
+
+    try:
+        check_role(args.role)
+    except RoleUnavailableError as exc:
+        print(f"serve: {exc}", file=err)
+        return 2
+    try:
+        config = load_config(args.config, os.environ)
+    except ConfigError as exc:
+        print(f"{args.config}: {len(exc.problems)} problem(s)", file=err)
+        for problem in exc.problems:
+            print(f"  {problem}", file=err)
+        return 2
+    configure_logging(args.log_format, stream=err)
+    return serve(config, args.role)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pr-review-agent",
@@ -64,6 +85,14 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--store", help="path to the SQLite store file")
     where.add_argument("--config", help="path to the YAML config (uses store.path)")
     migrate.set_defaults(handler=_migrate)
+
+    serve = sub.add_parser("serve", help="run the service (web receiver, poller, workers)")
+    serve.add_argument("--config", required=True, help="path to the YAML config")
+    serve.add_argument("--role", choices=("web", "poller", "worker", "all"), default="all",
+                       help="which components this process runs (default: all)")
+    serve.add_argument("--log-format", choices=("json", "text"), default="json",
+                       help="log lines as JSON objects (default) or readable text")
+    serve.set_defaults(handler=_serve)
 
     return parser
 

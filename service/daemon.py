@@ -1,0 +1,343 @@
+"""The composition root: the one place that builds every component and wires them together.
+
+``serve(config, role)`` is what ``pr-review-agent serve`` runs. A *role* names the
+components this process runs; they share one store, one queue, one governor, one health
+registry and one GitHub client:
+
+========  ==========================
+role      components
+========  ==========================
+web       the HTTP receiver (``service.web``)
+poller    the ETag poller
+worker    the review workers
+all       all of the above
+========  ==========================
+
+A component is a coroutine ``runner(services, stop)`` that runs until ``stop`` is set and
+then winds down; ``RUNNERS`` maps component names to runners, and a role is available when
+every component it names has one. SIGTERM and SIGINT set ``stop`` (a second one forces the
+web server to drop open connections); a clean stop exits 0.
+
+At start the App's slug is fetched (``GET /app`` with the App JWT) so the trigger rules know
+the App's ``{slug}[bot]`` login. If GitHub cannot be reached the process still starts: the
+rules then recognise the App's own comments by ``performed_via_github_app.id`` and by the
+author being a Bot (every App comment is), and the slug is fetched again in the background.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Final
+
+import anyio
+import httpx
+import uvicorn
+
+from service.budget import Governor
+from service.config import Config
+from service.github import APP, GitHubClient, GitHubError, RetryPolicy
+from service.health import Health
+from service.ingest import AgentComments
+from service.queue import ReviewQueue
+from service.store import SqliteStore
+from service.triggers import TriggerContext
+from service.web import InstallationChange, create_app
+
+__all__ = [
+    "AVAILABLE_ROLES",
+    "ROLES",
+    "AppIdentity",
+    "RoleUnavailableError",
+    "Services",
+    "check_role",
+    "run",
+    "serve",
+    "utc_now",
+]
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+
+#: Role -> the components it runs.
+ROLES: Final[Mapping[str, tuple[str, ...]]] = {
+    "web": ("web",),
+    "poller": ("poller",),
+    "worker": ("workers",),
+    "all": ("web", "poller", "workers"),
+}
+#: A slug no GitHub login can have (logins are letters, digits and '-'), used until the
+#: real one is known: the "[bot]"-login rule then matches nobody and the App-id and
+#: Bot-author rules do the work.
+UNKNOWN_SLUG: Final = "slug-not-yet-known!"
+SLUG_TIMEOUT: Final = 15.0
+SLUG_RETRY: Final = timedelta(minutes=5)
+STARTUP_POLICY: Final = RetryPolicy(server_retries=1, rate_limit_retries=0,
+                                    backoff_base=0.5, backoff_cap=1.0)
+GRACEFUL_SECONDS: Final = 10
+
+
+def utc_now() -> datetime:
+    """The production clock: aware UTC now."""
+    return datetime.now(UTC)
+
+
+class RoleUnavailableError(ValueError):
+    """A role that does not exist, or whose components this build cannot run yet."""
+
+
+class AppIdentity:
+    """The App as the trigger rules see it; ``context()`` is ``create_app``'s factory."""
+
+    def __init__(self, config: Config, store: SqliteStore) -> None:
+        self._config = config
+        self._agent_comments = AgentComments(store)
+        self._context = self._build(UNKNOWN_SLUG)
+        self.slug: str | None = None
+
+    def _build(self, slug: str) -> TriggerContext:
+        return TriggerContext(config=self._config.triggers, app_id=self._config.github.app_id,
+                              app_slug=slug, agent_comments=self._agent_comments)
+
+    def context(self) -> TriggerContext:
+        return self._context
+
+    def learn(self, slug: str) -> None:
+        """Adopt the App's slug (as GitHub reports it)."""
+        self._context = self._build(slug)
+        self.slug = slug
+
+    async def resolve(self, github: GitHubClient, health: Health, clock: Clock) -> bool:
+        """``GET /app`` once; True when the slug is now known. Never raises for GitHub."""
+        try:
+            with anyio.fail_after(SLUG_TIMEOUT):
+                data = await github.get_json(APP, "/app")
+        except (GitHubError, TimeoutError, httpx.HTTPError) as exc:
+            reason = f"GET /app failed: {exc}" if isinstance(exc, GitHubError) else (
+                f"GET /app failed: {type(exc).__name__}")
+            health.auth_failed(clock(), reason)
+            log.warning("cannot learn the App's slug from GitHub; recognising the App's own "
+                        "comments by App id and Bot authors until it is known",
+                        extra={"error": reason, "api_url": github.api_url})
+            return False
+        slug = data.get("slug") if isinstance(data, dict) else None
+        if not isinstance(slug, str) or not slug.strip() or slug != slug.strip():
+            health.auth_failed(clock(), "GET /app answered without a slug")
+            log.warning("GET /app answered without a usable slug")
+            return False
+        health.auth_succeeded(clock(), "app jwt")
+        self.learn(slug)
+        log.info("App identified", extra={"app_id": self._config.github.app_id, "slug": slug})
+        return True
+
+    async def keep_resolving(self, github: GitHubClient, health: Health, clock: Clock) -> None:
+        """Retry ``resolve`` every ``SLUG_RETRY`` until it succeeds."""
+        while self.slug is None:
+            await anyio.sleep(SLUG_RETRY.total_seconds())
+            await self.resolve(github, health, clock)
+
+
+@dataclass
+class Services:
+    """What every component of one process shares."""
+
+    config: Config
+    store: SqliteStore
+    queue: ReviewQueue
+    governor: Governor
+    health: Health
+    identity: AppIdentity
+    github: GitHubClient
+    clock: Clock
+    sockets: list[socket.socket] = field(default_factory=list)
+    #: Set by a second SIGTERM/SIGINT: stop now, without waiting for open connections.
+    force: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Set when an installation webhook changed the repositories; the poller clears it.
+    repositories_changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def installation_changed(self, change: InstallationChange) -> None:
+        log.info("installation changed", extra={
+            "installation_id": change.installation_id, "action": change.action,
+            "added": list(change.added), "removed": list(change.removed)})
+        self.repositories_changed.set()
+
+
+Runner = Callable[[Services, asyncio.Event], Awaitable[None]]
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling: the daemon owns SIGTERM/SIGINT."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def _run_web(services: Services, stop: asyncio.Event) -> None:
+    app = create_app(
+        config=services.config, store=services.store, queue=services.queue,
+        governor=services.governor, triggers=services.identity.context,
+        health=services.health, clock=services.clock,
+        on_installation_change=services.installation_changed,
+    )
+    server = _Server(uvicorn.Config(
+        app, lifespan="off", log_config=None, access_log=False, server_header=False,
+        timeout_graceful_shutdown=GRACEFUL_SECONDS,
+    ))
+
+    async def stopper() -> None:
+        await stop.wait()
+        server.should_exit = True
+        await services.force.wait()
+        server.force_exit = True
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(stopper)
+        for sock in services.sockets:
+            host, port = sock.getsockname()[:2]
+            log.info("listening", extra={"host": host, "port": port,
+                                         "webhook_path": services.config.server.webhook_path})
+        await server.serve(sockets=services.sockets)
+        tg.cancel_scope.cancel()
+    if not stop.is_set():
+        raise RuntimeError("the web server stopped by itself")
+
+
+#: Component name -> runner. The poller and workers are added here as they are built.
+RUNNERS: Final[dict[str, Runner]] = {"web": _run_web}
+AVAILABLE_ROLES: Final = tuple(r for r, parts in ROLES.items() if all(p in RUNNERS for p in parts))
+
+
+def check_role(role: str) -> tuple[str, ...]:
+    """The components of ``role``, or ``RoleUnavailableError`` saying why not."""
+    if role not in ROLES:
+        raise RoleUnavailableError(f"unknown role {role!r}; roles are {', '.join(ROLES)}")
+    parts = ROLES[role]
+    missing = [p for p in parts if p not in RUNNERS]
+    if missing:
+        raise RoleUnavailableError(
+            f"role {role!r} is not available in this build (it needs {', '.join(missing)}, "
+            f"not built yet); available: {', '.join(AVAILABLE_ROLES)}")
+    return parts
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (IPv4 or IPv6, as ``host`` resolves)."""
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                flags=socket.AI_PASSIVE)[0][0]
+    return socket.create_server((host, port), family=family, backlog=2048)
+
+
+async def run(
+    config: Config,
+    role: str,
+    stop: asyncio.Event,
+    *,
+    clock: Clock = utc_now,
+    transport: httpx.AsyncBaseTransport | None = None,
+    sockets: list[socket.socket] | None = None,
+    force: asyncio.Event | None = None,
+) -> int:
+    """Run ``role``'s components until ``stop`` is set; 0 after a clean stop, 1 on failure.
+
+    ``transport`` reaches GitHub (tests pass the simulator's); ``sockets`` are listening
+    sockets for the web server (default: bind ``server.host:server.port``); ``force``, once
+    set after ``stop``, cuts the graceful wind-down short.
+    """
+    parts = check_role(role)
+    own_sockets = sockets is None
+    try:
+        listening = (sockets if sockets is not None else
+                     [listen(config.server.host, config.server.port)] if "web" in parts else [])
+    except OSError as exc:
+        log.error("cannot listen", extra={"host": config.server.host,
+                                          "port": config.server.port, "error": str(exc)})
+        return 1
+    try:
+        store = SqliteStore(config.store.path)
+    except Exception as exc:
+        log.error("cannot open the store", extra={"path": config.store.path,
+                                                  "error": f"{type(exc).__name__}: {exc}"})
+        for sock in listening if own_sockets else []:
+            sock.close()
+        return 1
+    try:
+        async with GitHubClient.from_config(config.github, clock=clock, transport=transport,
+                                            policy=STARTUP_POLICY) as github:
+            services = Services(
+                config=config, store=store, queue=ReviewQueue(
+                    store, lease=timedelta(seconds=config.workers.lease_seconds)),
+                governor=Governor(store, config.budget), health=Health(store),
+                identity=AppIdentity(config, store), github=github, clock=clock,
+                sockets=listening, force=force or asyncio.Event(),
+            )
+            return await _run_components(services, parts, stop)
+    finally:
+        for sock in listening if own_sockets else []:
+            sock.close()
+        store.close()
+
+
+async def _run_components(services: Services, parts: tuple[str, ...],
+                          stop: asyncio.Event) -> int:
+    failed: list[str] = []
+
+    async def supervise(name: str, runner: Runner) -> None:
+        try:
+            await runner(services, stop)
+        except Exception:
+            log.exception("component failed; stopping the process", extra={"component": name})
+            failed.append(name)
+            stop.set()
+
+    log.info("starting", extra={"components": list(parts), "store": services.store.path})
+    resolved = await services.identity.resolve(services.github, services.health,
+                                               services.clock)
+    async with anyio.create_task_group() as tg:
+        if not resolved:
+            tg.start_soon(services.identity.keep_resolving, services.github,
+                          services.health, services.clock)
+        async with anyio.create_task_group() as components:
+            for name in parts:
+                components.start_soon(supervise, name, RUNNERS[name])
+        tg.cancel_scope.cancel()
+    log.info("stopped", extra={"failed": failed})
+    return 1 if failed else 0
+
+
+def serve(config: Config, role: str, *, clock: Clock = utc_now,
+          transport: httpx.AsyncBaseTransport | None = None) -> int:
+    """``pr-review-agent serve``: run ``role`` until SIGTERM/SIGINT; the exit code."""
+    check_role(role)
+
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        signals = (signal.SIGTERM, signal.SIGINT)
+
+        force = asyncio.Event()
+
+        def on_signal(number: int) -> None:
+            if stop.is_set():
+                log.warning("second signal: not waiting for open connections")
+                force.set()
+                return
+            log.info("shutting down", extra={"signal": signal.Signals(number).name})
+            stop.set()
+
+        for number in signals:
+            loop.add_signal_handler(number, on_signal, number)
+        try:
+            return await run(config, role, stop, clock=clock, transport=transport, force=force)
+        finally:
+            for number in signals:
+                loop.remove_signal_handler(number)
+
+    return asyncio.run(main())

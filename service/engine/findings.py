@@ -1,0 +1,399 @@
+"""The answer a model must give: its JSON schema, validation, and mapping onto the diff.
+
+Pure: no I/O. A model's answer is untrusted output, so it is parsed defensively
+(``extract_json`` finds the object in prose or a ```json fence), validated field by
+field against the same schema the prompt shows (``parse_answer``, which raises
+``InvalidAnswer`` with a path-like reason the repair prompt can quote), and only then
+turned into ``Finding``/``Assessment``/``Description`` values. ``split_findings`` decides
+which findings may be posted inline: only those whose lines lie inside a hunk of the
+diff that was reviewed; the rest are kept for the review body.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from service.engine.base import (
+    BODY_MAX_CHARS,
+    CATEGORIES,
+    REDUCED_CATEGORIES,
+    RISKS,
+    SEVERITIES,
+    SIDES,
+    TITLE_MAX_CHARS,
+    Assessment,
+    Command,
+    Description,
+    Finding,
+    ReviewMode,
+)
+
+#: A review proposing more than this is noise; the extra findings are dropped.
+MAX_FINDINGS: Final = 50
+MAX_CHANGES: Final = 30
+SUMMARY_MAX_CHARS: Final = 4000
+
+
+class InvalidAnswer(ValueError):
+    """The model's answer is not a JSON object matching the schema. ``str()`` is a short
+    reason naming the offending field, safe to show the model in a repair prompt."""
+
+
+def review_schema(mode: ReviewMode) -> dict[str, Any]:
+    """The JSON Schema of a review answer; ``reduced`` narrows the categories."""
+    categories = list(REDUCED_CATEGORIES if mode == "reduced" else CATEGORIES)
+    finding = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["path", "line", "side", "severity", "category", "title", "body"],
+        "properties": {
+            "path": {"type": "string", "description": "file path as in the diff, no a/ or b/"},
+            "line": {"type": "integer", "minimum": 1,
+                     "description": "line number in the file on `side` (last line of a range)"},
+            "side": {"type": "string", "enum": list(SIDES),
+                     "description": "RIGHT = the new version (added/context lines), "
+                                    "LEFT = the old version (removed lines)"},
+            "start_line": {"type": ["integer", "null"], "minimum": 1,
+                           "description": "first line of a multi-line range, or null"},
+            "severity": {"type": "string", "enum": list(SEVERITIES)},
+            "category": {"type": "string", "enum": categories},
+            "title": {"type": "string", "maxLength": TITLE_MAX_CHARS},
+            "body": {"type": "string", "maxLength": BODY_MAX_CHARS},
+        },
+    }
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["summary", "risk", "findings"],
+        "properties": {
+            "summary": {"type": "string", "maxLength": SUMMARY_MAX_CHARS,
+                        "description": "what the change does and the overall verdict"},
+            "risk": {"type": "string", "enum": list(RISKS)},
+            "findings": {"type": "array", "maxItems": MAX_FINDINGS, "items": finding},
+        },
+    }
+
+
+def describe_schema() -> dict[str, Any]:
+    """The JSON Schema of a ``describe`` answer."""
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["title", "summary", "changes"],
+        "properties": {
+            "title": {"type": "string", "maxLength": TITLE_MAX_CHARS},
+            "summary": {"type": "string", "maxLength": SUMMARY_MAX_CHARS},
+            "changes": {"type": "array", "maxItems": MAX_CHANGES, "items": {"type": "string"}},
+        },
+    }
+
+
+def schema_for(command: Command, mode: ReviewMode) -> dict[str, Any]:
+    """The schema the answer to ``command`` must match."""
+    return review_schema(mode) if command == "review" else describe_schema()
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A validated answer: findings + assessment for a review, a description otherwise."""
+
+    findings: tuple[Finding, ...] = ()
+    assessment: Assessment | None = None
+    description: Description | None = None
+    dropped: int = 0  # findings beyond MAX_FINDINGS or outside a reduced review's categories
+
+
+_FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n(.*?)\n?```", re.DOTALL)
+
+
+def extract_json(text: str) -> Any:
+    """The JSON value in a model's final text: the whole text, else the last fenced
+    block that parses, else the span from the first ``{`` to the last ``}``.
+
+    Raises ``InvalidAnswer`` when none of these parse.
+    """
+    stripped = text.strip()
+    if not stripped:
+        raise InvalidAnswer("the answer is empty; expected one JSON object")
+    candidates = [stripped]
+    candidates += reversed([m.group(1) for m in _FENCE.finditer(text)])
+    first, last = text.find("{"), text.rfind("}")
+    if 0 <= first < last:
+        candidates.append(text[first : last + 1])
+    for candidate in candidates:
+        try:
+            return json.loads(candidate)
+        except ValueError:
+            continue
+    raise InvalidAnswer("the answer contains no parseable JSON object")
+
+
+def parse_answer(command: Command, mode: ReviewMode, value: Any) -> Answer:
+    """Validate ``value`` (already decoded JSON) for ``command``; raise ``InvalidAnswer``."""
+    if not isinstance(value, dict):
+        raise InvalidAnswer(f"the answer must be a JSON object, got {_kind(value)}")
+    if command == "describe":
+        return _parse_description(value)
+    return _parse_review(mode, value)
+
+
+def parse_answer_text(command: Command, mode: ReviewMode, text: str) -> Answer:
+    """``extract_json`` then ``parse_answer``."""
+    return parse_answer(command, mode, extract_json(text))
+
+
+def _parse_review(mode: ReviewMode, value: Mapping[str, Any]) -> Answer:
+    _only_keys(value, ("summary", "risk", "findings"), "")
+    summary = _text(value, "summary", "", SUMMARY_MAX_CHARS)
+    risk = _choice(value, "risk", "", RISKS)
+    raw = value.get("findings")
+    if not isinstance(raw, list):
+        raise InvalidAnswer(f"findings: must be an array, got {_kind(raw)}")
+    allowed = REDUCED_CATEGORIES if mode == "reduced" else CATEGORIES
+    findings: list[Finding] = []
+    dropped = 0
+    for index, item in enumerate(raw):
+        finding = _parse_finding(item, f"findings[{index}].")
+        if finding.category not in allowed or len(findings) >= MAX_FINDINGS:
+            dropped += 1
+            continue
+        findings.append(finding)
+    return Answer(findings=tuple(findings),
+                  assessment=Assessment(summary=summary, risk=risk),  # type: ignore[arg-type]
+                  dropped=dropped)
+
+
+def _parse_finding(item: Any, where: str) -> Finding:
+    if not isinstance(item, dict):
+        raise InvalidAnswer(f"{where.rstrip('.')}: must be an object, got {_kind(item)}")
+    _only_keys(item, ("path", "line", "side", "start_line", "severity", "category",
+                      "title", "body"), where)
+    path = _text(item, "path", where, 1000)
+    path = path.removeprefix("./")
+    if path.startswith(("a/", "b/")) and len(path) > 2:
+        path = path[2:]
+    if path.startswith("/"):
+        raise InvalidAnswer(f"{where}path: must be relative to the repository root")
+    line = _int(item, "line", where)
+    start = item.get("start_line")
+    if start is not None:
+        start = _int(item, "start_line", where)
+        if start > line:
+            raise InvalidAnswer(f"{where}start_line: must not be greater than line")
+        if start == line:
+            start = None
+    return Finding(
+        path=path, line=line, side=_choice(item, "side", where, SIDES),  # type: ignore[arg-type]
+        start_line=start,
+        severity=_choice(item, "severity", where, SEVERITIES),  # type: ignore[arg-type]
+        category=_choice(item, "category", where, CATEGORIES),  # type: ignore[arg-type]
+        title=_text(item, "title", where, TITLE_MAX_CHARS),
+        body=_text(item, "body", where, BODY_MAX_CHARS),
+    )
+
+
+def _parse_description(value: Mapping[str, Any]) -> Answer:
+    _only_keys(value, ("title", "summary", "changes"), "")
+    raw = value.get("changes")
+    if not isinstance(raw, list):
+        raise InvalidAnswer(f"changes: must be an array of strings, got {_kind(raw)}")
+    changes: list[str] = []
+    for index, item in enumerate(raw[:MAX_CHANGES]):
+        if not isinstance(item, str) or not item.strip():
+            raise InvalidAnswer(f"changes[{index}]: must be a non-empty string")
+        changes.append(item.strip()[:TITLE_MAX_CHARS * 2])
+    return Answer(description=Description(
+        title=_text(value, "title", "", TITLE_MAX_CHARS),
+        summary=_text(value, "summary", "", SUMMARY_MAX_CHARS),
+        changes=tuple(changes),
+    ))
+
+
+def _only_keys(value: Mapping[str, Any], allowed: tuple[str, ...], where: str) -> None:
+    extra = sorted(set(value) - set(allowed))
+    if extra:
+        raise InvalidAnswer(f"{where}{extra[0]}: unexpected field (allowed: {', '.join(allowed)})")
+
+
+def _text(value: Mapping[str, Any], key: str, where: str, limit: int) -> str:
+    raw = value.get(key)
+    if not isinstance(raw, str) or not raw.strip():
+        raise InvalidAnswer(f"{where}{key}: must be a non-empty string, got {_kind(raw)}")
+    text = raw.strip()
+    # Over-long text is cut, not rejected: a repair round trip for verbosity wastes tokens.
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _int(value: Mapping[str, Any], key: str, where: str) -> int:
+    raw = value.get(key)
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+        raise InvalidAnswer(f"{where}{key}: must be a positive integer, got {_kind(raw)}")
+    return raw
+
+
+def _choice(value: Mapping[str, Any], key: str, where: str, choices: tuple[str, ...]) -> str:
+    raw = value.get(key)
+    if isinstance(raw, str) and raw.strip().lower() in {c.lower() for c in choices}:
+        return next(c for c in choices if c.lower() == raw.strip().lower())
+    raise InvalidAnswer(f"{where}{key}: must be one of {', '.join(choices)}, got {_kind(raw)}")
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null or nothing"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return f"the number {value}"
+    if isinstance(value, str):
+        return f"the string {json.dumps(value[:40])}"
+    return "an array" if isinstance(value, list) else "an object"
+
+
+# --- the diff's hunks -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Hunk:
+    """One ``@@`` hunk: the file lines it shows on each side (context lines on both)."""
+
+    left: frozenset[int]
+    right: frozenset[int]
+
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+def parse_hunks(diff: str) -> dict[str, tuple[Hunk, ...]]:
+    """Map each file of a unified (``git diff``) diff to its hunks.
+
+    A file is keyed by its new path (its old path when deleted). Binary files and pure
+    renames have no hunks. Lines are split on ``\\n`` only, so a U+2028 inside a code
+    line does not shift the numbering.
+    """
+    parser = _HunkParser()
+    for line in diff.split("\n"):
+        parser.feed(line)
+    parser.close_hunk()
+    return {path: tuple(hunks) for path, hunks in parser.files.items()}
+
+
+class _HunkParser:
+    """A line-at-a-time state machine over a unified diff."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, list[Hunk]] = {}
+        self.old_path: str | None = None
+        self.current: list[Hunk] | None = None
+        self.left: set[int] = set()
+        self.right: set[int] = set()
+        self.old_no = self.new_no = self.old_left = self.new_left = 0
+
+    def feed(self, line: str) -> None:
+        if (self.old_left > 0 or self.new_left > 0) and self._body_line(line):
+            return
+        if line.startswith("\\"):  # "\ No newline at end of file"
+            return
+        match = _HUNK.match(line)
+        if match and self.current is not None:
+            self.close_hunk()
+            self.old_no, self.new_no = int(match.group(1)), int(match.group(3))
+            self.old_left = 1 if match.group(2) is None else int(match.group(2))
+            self.new_left = 1 if match.group(4) is None else int(match.group(4))
+        elif line.startswith("diff --git "):
+            self.close_hunk()
+            self.current, self.old_path = None, None
+        elif line.startswith("--- "):
+            self.close_hunk()
+            self.old_path, self.current = _header_path(line[4:]), None
+            self.old_path = self.old_path or "/dev/null"
+        elif line.startswith("+++ ") and self.old_path is not None:
+            new_path = _header_path(line[4:])
+            path = new_path if new_path is not None else self.old_path
+            self.current = self.files.setdefault(path, [])
+
+    def _body_line(self, line: str) -> bool:
+        """Consume one line inside a hunk; False when it is not a hunk line after all."""
+        tag = line[:1]
+        if tag in (" ", ""):
+            self.left.add(self.old_no)
+            self.right.add(self.new_no)
+            self.old_no, self.old_left = self.old_no + 1, self.old_left - 1
+            self.new_no, self.new_left = self.new_no + 1, self.new_left - 1
+        elif tag == "-":
+            self.left.add(self.old_no)
+            self.old_no, self.old_left = self.old_no + 1, self.old_left - 1
+        elif tag == "+":
+            self.right.add(self.new_no)
+            self.new_no, self.new_left = self.new_no + 1, self.new_left - 1
+        elif tag != "\\":
+            self.old_left = self.new_left = 0  # a malformed hunk ends early
+            return False
+        return True
+
+    def close_hunk(self) -> None:
+        if self.current is not None and (self.left or self.right):
+            self.current.append(Hunk(frozenset(self.left), frozenset(self.right)))
+        self.left = set()
+        self.right = set()
+
+
+def _header_path(raw: str) -> str | None:
+    """The path in a ``---``/``+++`` header: unquoted, prefix dropped, None for /dev/null."""
+    raw = raw.rstrip("\n").split("\t", 1)[0]
+    if raw.startswith('"') and raw.endswith('"') and len(raw) >= 2:
+        raw = _unquote_c(raw[1:-1])
+    if raw == "/dev/null":
+        return None
+    if raw.startswith(("a/", "b/")):
+        return raw[2:]
+    return raw
+
+
+def _unquote_c(text: str) -> str:
+    """Undo git's C-style path quoting (``\\"``, ``\\\\``, ``\\t``, octal UTF-8 bytes)."""
+    out = bytearray()
+    i = 0
+    simple = {"n": b"\n", "t": b"\t", '"': b'"', "\\": b"\\", "a": b"\a", "b": b"\b",
+              "f": b"\f", "r": b"\r", "v": b"\v"}
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt in simple:
+                out += simple[nxt]
+                i += 2
+                continue
+            if re.fullmatch(r"[0-7]{3}", text[i + 1 : i + 4]):
+                out.append(int(text[i + 1 : i + 4], 8))
+                i += 4
+                continue
+        out += ch.encode()
+        i += 1
+    return out.decode("utf-8", errors="replace")
+
+
+def is_inline(finding: Finding, hunks: Mapping[str, tuple[Hunk, ...]]) -> bool:
+    """True when GitHub can anchor ``finding``: its line (and start_line) lie in one
+    hunk of its file, on its side."""
+    for hunk in hunks.get(finding.path, ()):
+        lines = hunk.right if finding.side == "RIGHT" else hunk.left
+        if finding.line in lines and (finding.start_line is None or finding.start_line in lines):
+            return True
+    return False
+
+
+def split_findings(
+    findings: Iterable[Finding], diff: str
+) -> tuple[tuple[Finding, ...], tuple[Finding, ...]]:
+    """``(inline, body_only)``: findings postable on the diff, and the rest, in order."""
+    hunks = parse_hunks(diff)
+    inline: list[Finding] = []
+    body_only: list[Finding] = []
+    for finding in findings:
+        (inline if is_inline(finding, hunks) else body_only).append(finding)
+    return tuple(inline), tuple(body_only)
