@@ -20,6 +20,7 @@ import httpx
 import jwt
 
 from .auth import generate_app_key
+from .clock import SimClock
 from .models import App, Installation, PullRequest
 from .settings import Settings
 from .state import World
@@ -84,9 +85,11 @@ class Harness:
     client: httpx.AsyncClient
 
     @classmethod
-    def create(cls, *, settings: Settings | None = None, diff: str = SAMPLE_DIFF) -> Harness:
+    def create(cls, *, settings: Settings | None = None, diff: str = SAMPLE_DIFF,
+               clock: SimClock | None = None) -> Harness:
+        """The world above; pass ``clock`` (e.g. a frozen ``SimClock``) to own its time."""
         private_pem, public_pem = app_key_pair()
-        world = World(settings=settings)
+        world = World(settings=settings, clock=clock)
         app = world.add_app(id=APP_ID, slug="pr-reviewer", name="PR Reviewer",
                             public_key_pem=public_pem, owner="acme",
                             webhook_secret=secrets.token_hex(16))

@@ -1,0 +1,247 @@
+"""The default engine: the Claude Code CLI in headless mode (``claude -p``).
+
+One review is one ``claude -p`` process in the worktree, prompt on stdin, events read
+as ``stream-json``. The flags make it read-only (``--tools Read,Grep,Glob``, the write,
+shell, network and sub-agent tools disallowed, ``--permission-mode dontAsk`` so anything
+not pre-approved is denied), free of the checkout's own configuration (no MCP servers,
+``--setting-sources user``: a pull request can add ``.mcp.json`` or
+``.claude/settings.json`` with hooks), and the environment is scrubbed to an allowlist
+that never includes a GitHub credential. The run is bounded by the wall clock (the
+process group is killed → ``timeout``) and by the run's token cap, checked against the
+per-message usage as it streams (killed → ``truncated``).
+
+An answer that does not match the schema gets one repair attempt: a *fresh* short
+``claude -p`` call given the bad answer, the problem and the schema (not ``--resume``:
+re-sending the whole review context would cost far more than re-formatting, and a fresh
+call needs no session persistence). Its usage is added to the run's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Final
+
+import anyio
+
+from service.budget import Confidence, Usage
+from service.engine.base import EngineRequest, EngineResult, no_usage
+from service.engine.findings import Answer, InvalidAnswer, parse_answer_text
+from service.engine.process import Verdict, run_process
+from service.engine.prompt import build_prompt, repair_prompt, system_rules
+from service.engine.stream_json import Abort, Outcome, StreamState, classify
+
+log = logging.getLogger(__name__)
+
+READ_ONLY_TOOLS: Final = ("Read", "Grep", "Glob")
+DISALLOWED_TOOLS: Final = ("Bash", "Edit", "Write", "MultiEdit", "NotebookEdit", "WebFetch",
+                           "WebSearch", "Task", "Agent")
+#: The variables the child may inherit, besides LC_* and the configured credentials.
+ENV_ALLOWLIST: Final = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR")
+#: Subscription OAuth only by default: a stray ANTHROPIC_API_KEY would silently move
+#: billing to an API key (the CLI prefers it in -p mode), so it must be opted into.
+DEFAULT_CREDENTIAL_ENV: Final = ("CLAUDE_CODE_OAUTH_TOKEN",)
+_FORBIDDEN_PREFIXES: Final = ("GH_", "GITHUB_")
+REPAIR_MAX_TURNS: Final = 3  # 2.x spends a turn before the model replies; leave room
+MIN_REPAIR_SECONDS: Final = 5.0
+MAX_LINE_BYTES: Final = 8 * 1024 * 1024
+
+
+def is_forbidden_env(name: str) -> bool:
+    """GitHub credentials (and anything GitHub-scoped) never reach the engine."""
+    upper = name.upper()
+    return upper.startswith(_FORBIDDEN_PREFIXES) or upper in ("GH_TOKEN", "GITHUB_TOKEN")
+
+
+def scrubbed_environment(environ: Mapping[str, str],
+                         credential_env: Sequence[str]) -> dict[str, str]:
+    """The child's whole environment: the allowlist, LC_*, and the named credentials."""
+    allowed = set(ENV_ALLOWLIST) | {n for n in credential_env if not is_forbidden_env(n)}
+    return {
+        name: value for name, value in environ.items()
+        if (name in allowed or name.startswith("LC_")) and not is_forbidden_env(name)
+    }
+
+
+def claude_argv(command: Sequence[str], *, max_turns: int, model: str | None,
+                rules: str) -> list[str]:
+    """The full argv of one headless run (the prompt goes on stdin, never in argv)."""
+    argv = [*command, "-p", "--output-format", "stream-json", "--verbose",
+            "--max-turns", str(max_turns)]
+    if model:
+        argv += ["--model", model]
+    argv += [
+        "--tools", ",".join(READ_ONLY_TOOLS),
+        "--allowedTools", ",".join(READ_ONLY_TOOLS),
+        "--disallowedTools", ",".join(DISALLOWED_TOOLS),
+        "--permission-mode", "dontAsk",
+        "--strict-mcp-config", "--mcp-config", json.dumps({"mcpServers": {}}),
+        "--setting-sources", "user",
+        "--append-system-prompt", rules,
+    ]
+    return argv
+
+
+@dataclass(frozen=True)
+class _Spent:
+    """Usage and cost accumulated over the run's calls."""
+
+    tokens: int | None
+    confidence: Confidence
+    model: str | None
+    cost: float | None
+
+    def plus(self, outcome: Outcome) -> _Spent:
+        order: tuple[Confidence, ...] = ("exact", "estimated", "unavailable")
+        worst = max(self.confidence, outcome.confidence, key=order.index)
+        tokens = (None if worst == "unavailable" or self.tokens is None
+                  or outcome.tokens is None else self.tokens + outcome.tokens)
+        cost = (self.cost or 0.0) + (outcome.cost_usd or 0.0) if (
+            self.cost is not None or outcome.cost_usd is not None) else None
+        return _Spent(tokens, worst, self.model or outcome.model, cost)
+
+
+class ClaudeCodeEngine:
+    """``claude -p`` as an ``Engine``. ``command`` is split like a shell would (no shell
+    runs), so a wrapper with arguments works: ``"/opt/bin/claude"`` or ``"npx claude"``."""
+
+    name = "claude_code"
+
+    def __init__(
+        self,
+        *,
+        command: str | Sequence[str] = "claude",
+        model: str | None = None,
+        environ: Mapping[str, str],
+        credential_env: Sequence[str] = DEFAULT_CREDENTIAL_ENV,
+        kill_grace_seconds: float = 5.0,
+        result_grace_seconds: float = 10.0,
+        max_line_bytes: int = MAX_LINE_BYTES,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self._command = shlex.split(command) if isinstance(command, str) else list(command)
+        if not self._command:
+            raise ValueError("engine.command must name the claude executable")
+        bad = [n for n in credential_env if is_forbidden_env(n)]
+        if bad:
+            raise ValueError(f"engine.credential_env may not name a GitHub variable: {bad[0]}")
+        self._model = model
+        self._env = scrubbed_environment(environ, credential_env)
+        self._kill_grace = kill_grace_seconds
+        self._result_grace = result_grace_seconds
+        self._max_line_bytes = max_line_bytes
+        self._clock = clock or (lambda: datetime.now(UTC))
+
+    async def run(self, request: EngineRequest) -> EngineResult:
+        """Review or describe ``request``; every outcome is a result (see module doc)."""
+        result = await self._run(request)
+        log.info(
+            "engine run finished: %s", result.stop_reason,
+            extra={**request.log_extra, "engine": self.name, "stop_reason": result.stop_reason,
+                   "tokens": result.usage.tokens, "confidence": result.usage.confidence,
+                   "cost_usd": result.cost_usd, "detail": result.detail},
+        )
+        return result
+
+    async def _run(self, request: EngineRequest) -> EngineResult:
+        if shutil.which(self._command[0], path=self._env.get("PATH")) is None:
+            return EngineResult(usage=no_usage(self.name, self._model),
+                                stop_reason="engine_unavailable",
+                                detail=f"{self._command[0]!r} was not found or is not executable")
+        if not request.workdir.is_dir():
+            return EngineResult(usage=no_usage(self.name, self._model),
+                                stop_reason="infrastructure", detail="the worktree is missing")
+        started = anyio.current_time()
+        rules = system_rules(request.command, request.mode, can_read_files=True)
+        first = await self._call(request, build_prompt(request), rules=rules,
+                                 max_turns=request.max_turns,
+                                 timeout=request.wall_clock_seconds,
+                                 token_cap=request.max_run_tokens)
+        if isinstance(first, EngineResult):
+            return first
+        spent = _Spent(first.tokens, first.confidence, first.model, first.cost_usd)
+        if first.stop_reason != "completed" or first.answer is None:
+            return self._result(spent, first, first.stop_reason, first.detail)
+        try:
+            return self._result(spent, first, "completed", "", answer=parse_answer_text(
+                request.command, request.mode, first.answer))
+        except InvalidAnswer as exc:
+            problem = str(exc)
+        log.info("invalid answer, one repair attempt: %s", problem,
+                 extra={**request.log_extra, "engine": self.name})
+        left_seconds = request.wall_clock_seconds - (anyio.current_time() - started)
+        left_tokens = request.max_run_tokens - (spent.tokens or 0)
+        if left_seconds < MIN_REPAIR_SECONDS or spent.tokens is None or left_tokens <= 0:
+            return self._result(spent, first, "engine_error",
+                                f"invalid answer ({problem}); no time or tokens left to repair")
+        second = await self._call(
+            request, repair_prompt(request.command, request.mode, first.answer, problem),
+            rules=rules, max_turns=REPAIR_MAX_TURNS, timeout=left_seconds,
+            token_cap=left_tokens)
+        if isinstance(second, EngineResult):  # cannot start now: keep the first call's usage
+            return self._result(spent, first, "engine_error", f"repair failed: {second.detail}")
+        spent = spent.plus(second)
+        if second.stop_reason != "completed" or second.answer is None:
+            return self._result(spent, second, second.stop_reason,
+                                f"repair attempt: {second.detail}")
+        try:
+            answer = parse_answer_text(request.command, request.mode, second.answer)
+        except InvalidAnswer as again:
+            return self._result(spent, second, "engine_error",
+                                f"invalid answer after one repair: {again}")
+        return self._result(spent, second, "completed", "repaired once", answer=answer)
+
+    async def _call(self, request: EngineRequest, prompt: str, *, rules: str, max_turns: int,
+                    timeout: float, token_cap: int) -> Outcome | EngineResult:
+        state = StreamState(now=self._clock())
+
+        def on_line(line: bytes) -> Verdict:
+            state.feed(line)
+            if state.running_tokens > token_cap:
+                return Verdict.STOP
+            return Verdict.WIND_DOWN if state.terminal else Verdict.CONTINUE
+
+        argv = claude_argv(self._command, max_turns=max_turns, model=self._model, rules=rules)
+        try:
+            ended = await run_process(
+                argv, stdin=prompt.encode("utf-8", errors="replace"), cwd=request.workdir,
+                env=self._env, timeout=timeout, on_line=on_line, kill_grace=self._kill_grace,
+                wind_down=self._result_grace, max_line_bytes=self._max_line_bytes)
+        except OSError as exc:  # not executable, vanished, exec format error
+            return EngineResult(usage=no_usage(self.name, self._model),
+                                stop_reason="engine_unavailable",
+                                detail=f"claude could not be started: {type(exc).__name__}")
+        aborted: Abort | None = None
+        if ended.killed == "stopped" and state.running_tokens > token_cap:
+            aborted = "tokens"
+        elif ended.killed is not None and state.result is None:
+            # Killed at the deadline (or after a rejected plan limit went quiet): with a
+            # plan limit on record, classify() reports usage_limit instead of timeout.
+            aborted = "timeout"
+        outcome = classify(state, exit_code=ended.exit_code, aborted=aborted,
+                           stderr_tail=ended.stderr_tail)
+        if ended.oversized_lines:
+            log.warning("skipped %d over-long output lines", ended.oversized_lines,
+                        extra={**request.log_extra, "engine": self.name})
+        return outcome
+
+    def _result(self, spent: _Spent, last: Outcome, stop_reason: str, detail: str,
+                answer: Answer | None = None) -> EngineResult:
+        parsed = answer
+        usage = Usage(tokens=spent.tokens if spent.confidence != "unavailable" else None,
+                      confidence=spent.confidence, engine=self.name,
+                      model=spent.model or self._model)
+        return EngineResult(
+            usage=usage, stop_reason=stop_reason,
+            findings=parsed.findings if parsed else (),
+            assessment=parsed.assessment if parsed else None,
+            description=parsed.description if parsed else None,
+            cost_usd=spent.cost,
+            usage_limit_resets_at=last.resets_at if stop_reason == "usage_limit" else None,
+            detail=detail, session_id=last.session_id, turns=last.turns,
+        )

@@ -1,0 +1,468 @@
+"""Claude Code's ``--output-format stream-json`` events: fold them, then judge the run. Pure.
+
+``StreamState.feed`` takes one stdout line at a time and keeps only aggregates (never
+the transcript), so memory stays bounded whatever the child prints. ``classify`` turns
+the folded state plus what the adapter saw (exit code, why it killed the child) into an
+``Outcome``: a stop reason, a usage figure with its confidence, the answer text.
+
+The CLI's exit code and stderr lie (exit 0 with an error result, exit 1 for everything,
+an empty stderr), so the decision is made from the events; the exit code only colours
+the detail. Usage is *exact* from the result's ``modelUsage`` (cumulative over every
+model the CLI called), *estimated* from per-message usage in ``assistant`` events
+(deduplicated by ``message.id``: the CLI repeats a message once per content block), and
+*unavailable* when neither was seen.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from service.budget import Confidence
+
+#: Text that opens a plan-limit message (the SDK's USAGE_LIMIT_ERROR_PREFIXES, plus the
+#: older CLI wordings). A transient server 429 ("API Error: Rate limit reached") starts
+#: with none of them and is an engine error, not a plan limit.
+USAGE_LIMIT_PREFIXES: Final = (
+    "You've hit your", "You've reached your", "You're out of usage credits",
+    "Your org is out of usage", "Your seat type doesn't include usage",
+    "Your seat type doesn't include extra usage", "Your usage allocation has been disabled",
+    "Your group's usage limit is set to $0", "You're out of extra usage",
+    "Claude AI usage limit reached", "Claude usage limit reached",
+)
+_LIMIT_PATTERNS: Final = (
+    re.compile(r"usage limit reached", re.IGNORECASE),
+    re.compile(r"limit reached\s*[∙·•]\s*resets", re.IGNORECASE),
+)
+_AUTH_TEXTS: Final = (
+    "Not logged in", "Invalid API key", "Failed to authenticate", "Please run /login",
+    "authentication_error", "OAuth session expired", "Credit balance is too low",
+    "Invalid bearer token",
+)
+_AUTH_ERRORS: Final = frozenset({"authentication_failed", "oauth_org_not_allowed",
+                                 "billing_error", "account_on_hold"})
+_REFUSAL_TEXT: Final = "appears to violate our Usage Policy"
+_EPOCH_IN_TEXT = re.compile(r"\|\s*(\d{9,13})\b")
+_CLOCK_IN_TEXT = re.compile(
+    r"resets?\s+(?:at\s+)?(\d{1,2})(?::(\d{2}))?\s*([ap]m)\s*\(([^)\s]+)\)", re.IGNORECASE)
+
+#: How many distinct message ids are deduplicated exactly; older ones are folded into
+#: a running total (the CLI repeats a message's events back to back, so this is plenty).
+_DEDUPE_WINDOW: Final = 512
+_TEXT_PROBE: Final = 600  # how much of a message's text is kept for matching
+
+
+def is_usage_limit_text(text: str) -> bool:
+    """True when ``text`` is a plan-limit message in one of its known wordings."""
+    head = text.strip()[:_TEXT_PROBE]
+    return head.startswith(USAGE_LIMIT_PREFIXES) or any(p.search(head) for p in _LIMIT_PATTERNS)
+
+
+def is_auth_failure_text(text: str) -> bool:
+    head = text.strip()[:_TEXT_PROBE]
+    return any(marker in head for marker in _AUTH_TEXTS)
+
+
+def reset_time(text: str, now: datetime) -> datetime | None:
+    """The reset instant a limit text names: ``…|<epoch>``, or ``resets 2am (Europe/Berlin)``
+    (the next such wall-clock time after ``now``). None when it names none we can place."""
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    match = _EPOCH_IN_TEXT.search(text)
+    if match:
+        return epoch_time(int(match.group(1)))
+    match = _CLOCK_IN_TEXT.search(text)
+    if not match:
+        return None
+    hour, minute = int(match.group(1)) % 12, int(match.group(2) or 0)
+    hour += 12 if match.group(3).lower() == "pm" else 0
+    try:
+        zone = ZoneInfo(match.group(4))
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
+    if minute > 59:
+        return None
+    local_now = now.astimezone(zone)
+    candidate = local_now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    if candidate <= local_now:
+        candidate += timedelta(days=1)
+    return candidate.astimezone(UTC)
+
+
+def epoch_time(value: float) -> datetime | None:
+    """A Unix timestamp (seconds, or milliseconds when implausibly large) as aware UTC."""
+    if value <= 0:
+        return None
+    seconds = value / 1000 if value > 1e11 else value
+    try:
+        return datetime.fromtimestamp(seconds, UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def message_tokens(usage: Any) -> int | None:
+    """input + output + cache creation + cache read of one API call's ``usage``."""
+    if not isinstance(usage, dict):
+        return None
+    keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
+            "cache_read_input_tokens")
+    values = [usage.get(k) for k in keys]
+    if not any(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return None
+    return sum(v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > 0)
+
+
+def model_usage_tokens(model_usage: Any) -> tuple[int, str | None] | None:
+    """The run total from ``modelUsage`` (summed over models) and its dominant model."""
+    if not isinstance(model_usage, dict):
+        return None
+    total, best, best_tokens = 0, None, -1
+    for model, entry in model_usage.items():
+        if not isinstance(entry, dict):
+            continue
+        tokens = sum(v for k in ("inputTokens", "outputTokens", "cacheReadInputTokens",
+                                 "cacheCreationInputTokens")
+                     if isinstance(v := entry.get(k), int) and not isinstance(v, bool) and v > 0)
+        total += tokens
+        if tokens > best_tokens:
+            best, best_tokens = str(model), tokens
+    return total, best
+
+
+@dataclass(frozen=True)
+class PlanLimit:
+    """A plan limit the stream reported, and when it resets (if it said)."""
+
+    source: Literal["rate_limit_event", "assistant", "result"]
+    resets_at: datetime | None
+    kind: str | None = None
+
+
+@dataclass(frozen=True)
+class ResultEvent:
+    """The fields of the final ``result`` envelope the adapter uses."""
+
+    subtype: str
+    is_error: bool
+    text: str
+    api_error_status: int | None
+    stop_reason: str | None
+    terminal_reason: str | None
+    num_turns: int | None
+    cost_usd: float | None
+    exact_tokens: int | None  # from modelUsage; None when it is absent
+    model: str | None
+    loop_tokens: int | None   # the main-loop-only ``usage``
+    errors: tuple[str, ...]
+
+
+@dataclass
+class StreamState:
+    """What has been learnt from the stream so far. Feed it lines in order."""
+
+    now: datetime
+    lines: int = 0
+    unparsed: int = 0
+    oversized: int = 0
+    session_id: str | None = None
+    init_model: str | None = None
+    api_key_source: str | None = None
+    assistant_events: int = 0
+    api_retries: int = 0
+    last_retry_status: int | None = None
+    plan_limit: PlanLimit | None = None
+    auth_failure: str | None = None
+    refusal: bool = False
+    transient_error: str | None = None
+    message_model: str | None = None
+    result: ResultEvent | None = None
+    _per_message: OrderedDict[str, int] = field(default_factory=OrderedDict)
+    _folded_tokens: int = 0
+    _usage_seen: bool = False
+
+    def feed(self, line: bytes | str) -> None:
+        """Fold one line (without or with its trailing newline) into the state."""
+        self.lines += 1
+        try:
+            event = json.loads(line)
+        except ValueError:
+            self.unparsed += 1
+            return
+        if not isinstance(event, dict):
+            self.unparsed += 1
+            return
+        kind = event.get("type")
+        if kind == "system":
+            self._system(event)
+        elif kind == "assistant":
+            self._assistant(event)
+        elif kind == "rate_limit_event":
+            self._rate_limit(event.get("rate_limit_info"))
+        elif kind == "result":
+            self._result(event)
+
+    @property
+    def running_tokens(self) -> int:
+        """Deduplicated sum of per-message usage seen so far (the in-run estimate)."""
+        return self._folded_tokens + sum(self._per_message.values())
+
+    @property
+    def usage_seen(self) -> bool:
+        return self._usage_seen
+
+    @property
+    def terminal(self) -> bool:
+        """The CLI has said its last word (a result, or a rejected plan limit)."""
+        return self.result is not None or (
+            self.plan_limit is not None and self.plan_limit.source == "rate_limit_event")
+
+    def _system(self, event: dict[str, Any]) -> None:
+        subtype = event.get("subtype")
+        if subtype == "init":
+            self.session_id = _str(event.get("session_id")) or self.session_id
+            self.init_model = _str(event.get("model"))
+            self.api_key_source = _str(event.get("apiKeySource"))
+        elif subtype == "api_retry":
+            self.api_retries += 1
+            status = event.get("error_status")
+            self.last_retry_status = status if isinstance(status, int) else None
+            if event.get("error") == "authentication_failed" or status in (401, 403):
+                self.auth_failure = "the API rejected the credentials"
+
+    def _assistant(self, event: dict[str, Any]) -> None:
+        self.assistant_events += 1
+        message = event.get("message")
+        if not isinstance(message, dict):
+            return
+        self.session_id = _str(event.get("session_id")) or self.session_id
+        model = _str(message.get("model"))
+        if model and model != "<synthetic>":
+            self.message_model = model
+        tokens = message_tokens(message.get("usage"))
+        if tokens is not None:
+            self._usage_seen = True
+            key = _str(message.get("id")) or f"anonymous-{self.assistant_events}"
+            self._per_message[key] = tokens
+            self._per_message.move_to_end(key)
+            while len(self._per_message) > _DEDUPE_WINDOW:
+                self._folded_tokens += self._per_message.popitem(last=False)[1]
+        text = _message_text(message)
+        error = _str(event.get("error"))
+        if message.get("stop_reason") == "refusal" or _REFUSAL_TEXT in text:
+            self.refusal = True
+        if error in _AUTH_ERRORS:
+            self.auth_failure = f"the CLI reported {error}"
+        elif error == "rate_limit" or event.get("api_error_status") == 429:
+            info = event.get("api_error_params")
+            limit_info = info.get("rate_limit_info") if isinstance(info, dict) else None
+            if is_usage_limit_text(text) or event.get("api_error") == "usage_limit_reached":
+                resets = _resets_from_info(limit_info) or reset_time(text, self.now)
+                self._limit(PlanLimit("assistant", resets, _kind(limit_info)))
+            else:
+                self.transient_error = "the API rate-limited the request (transient 429)"
+        elif error:
+            self.transient_error = f"the CLI reported {error}"
+
+    def _rate_limit(self, info: Any) -> None:
+        if isinstance(info, dict) and info.get("status") == "rejected":
+            self._limit(PlanLimit("rate_limit_event", _resets_from_info(info), _kind(info)))
+
+    def _limit(self, limit: PlanLimit) -> None:
+        # Keep the first report, but learn a reset time from a later one if it had none.
+        if self.plan_limit is None:
+            self.plan_limit = limit
+        elif self.plan_limit.resets_at is None and limit.resets_at is not None:
+            self.plan_limit = PlanLimit(self.plan_limit.source, limit.resets_at,
+                                        self.plan_limit.kind or limit.kind)
+
+    def _result(self, event: dict[str, Any]) -> None:
+        exact = model_usage_tokens(event.get("modelUsage"))
+        text = event.get("result")
+        text = text if isinstance(text, str) else ""
+        status = event.get("api_error_status")
+        cost = event.get("total_cost_usd")
+        turns = event.get("num_turns")
+        errors = event.get("errors")
+        self.session_id = _str(event.get("session_id")) or self.session_id
+        self.result = ResultEvent(
+            subtype=_str(event.get("subtype")) or "",
+            is_error=event.get("is_error") is True,
+            text=text,
+            api_error_status=status if isinstance(status, int) else None,
+            stop_reason=_str(event.get("stop_reason")),
+            terminal_reason=_str(event.get("terminal_reason")),
+            num_turns=turns if isinstance(turns, int) else None,
+            cost_usd=float(cost) if isinstance(cost, int | float)
+            and not isinstance(cost, bool) else None,
+            exact_tokens=exact[0] if exact else None,
+            model=exact[1] if exact else None,
+            loop_tokens=message_tokens(event.get("usage")),
+            errors=tuple(str(e)[:200] for e in errors) if isinstance(errors, list) else (),
+        )
+        # An error result is matched on its text; a "successful" one only when it opens
+        # with a limit banner (older CLIs printed the banner with is_error false).
+        if (is_usage_limit_text(text) if self.result.is_error or status == 429
+                else text.strip().startswith(USAGE_LIMIT_PREFIXES)):
+            self._limit(PlanLimit("result", reset_time(text, self.now)))
+        if self.result.is_error and is_auth_failure_text(text):
+            self.auth_failure = self.auth_failure or "the CLI is not authenticated"
+        if self.result.is_error and status in (401, 403):
+            self.auth_failure = self.auth_failure or f"the API answered {status}"
+        if self.result.stop_reason == "refusal" or (
+                self.result.is_error and _REFUSAL_TEXT in text[:_TEXT_PROBE]):
+            self.refusal = True
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _message_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content[:_TEXT_PROBE]
+    parts: list[str] = []
+    if isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "text":
+                parts.append(str(block.get("text", ""))[:_TEXT_PROBE])
+    return "\n".join(parts)[:_TEXT_PROBE]
+
+
+def _resets_from_info(info: Any) -> datetime | None:
+    if not isinstance(info, dict):
+        return None
+    value = info.get("resetsAt")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return epoch_time(value)
+    return None
+
+
+def _kind(info: Any) -> str | None:
+    return _str(info.get("rateLimitType")) if isinstance(info, dict) else None
+
+
+# --- judging the run --------------------------------------------------------------------
+
+Abort = Literal["timeout", "tokens", "usage_limit"]
+
+_TRUNCATED_SUBTYPES: Final = frozenset({"error_max_turns", "error_max_budget_usd"})
+_TRUNCATED_TERMINALS: Final = frozenset({"max_turns", "budget_exhausted", "prompt_too_long"})
+_FAILED_SUBTYPES: Final = frozenset({"error_during_execution",
+                                     "error_max_structured_output_retries"})
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The adapter-independent verdict on one ``claude -p`` process."""
+
+    stop_reason: str
+    tokens: int | None
+    confidence: Confidence
+    model: str | None
+    answer: str | None  # the result text, only when the run completed
+    cost_usd: float | None
+    resets_at: datetime | None
+    detail: str
+    session_id: str | None
+    turns: int | None
+
+
+def classify(state: StreamState, *, exit_code: int | None, aborted: Abort | None,
+             stderr_tail: str = "") -> Outcome:
+    """Decide the stop reason and usage of one finished (or killed) process.
+
+    First match wins: credentials rejected → ``engine_unavailable``; a plan limit in any
+    form → ``usage_limit``; killed at the wall clock → ``timeout``; killed for the token
+    cap → ``truncated``; a refusal → ``refused``; max turns/budget/prompt too long →
+    ``truncated``; a clean success → ``completed``; an execution error → ``failed``;
+    anything else (an error result, no result at all, garbage) → ``engine_error``.
+    """
+    tokens, confidence, model = _usage(state)
+    result = state.result
+
+    def outcome(stop_reason: str, detail: str, answer: str | None = None) -> Outcome:
+        return Outcome(
+            stop_reason=stop_reason, tokens=tokens, confidence=confidence, model=model,
+            answer=answer, cost_usd=result.cost_usd if result else None,
+            resets_at=state.plan_limit.resets_at if stop_reason == "usage_limit"
+            and state.plan_limit else None,
+            detail=detail, session_id=state.session_id,
+            turns=result.num_turns if result else None,
+        )
+
+    if state.auth_failure:
+        return outcome("engine_unavailable", f"claude cannot authenticate: {state.auth_failure}")
+    if state.plan_limit is not None:
+        kind = f" ({state.plan_limit.kind})" if state.plan_limit.kind else ""
+        return outcome("usage_limit", f"plan usage limit reached{kind}, "
+                                      f"reported by {state.plan_limit.source}")
+    if aborted == "timeout":
+        retrying = (f"; the API was unreachable ({state.api_retries} retries)"
+                    if state.api_retries and not state.usage_seen else "")
+        return outcome("timeout", "killed at the wall-clock limit" + retrying)
+    if aborted == "tokens":
+        return outcome("truncated", f"aborted: {state.running_tokens} tokens used, past the "
+                                    "run's token cap")
+    if result is None:
+        return outcome("engine_error", _no_result_detail(state, exit_code, stderr_tail))
+    if state.refusal:
+        return outcome("refused", "the model refused the request")
+    if (result.subtype in _TRUNCATED_SUBTYPES or result.terminal_reason in _TRUNCATED_TERMINALS
+            or result.text.strip() == "Prompt is too long"):
+        return outcome("truncated", f"claude stopped early: {result.subtype}"
+                                    + (f" ({result.terminal_reason})"
+                                       if result.terminal_reason else ""))
+    if result.subtype == "success" and not result.is_error:
+        if result.stop_reason == "max_tokens":
+            return outcome("truncated", "the final answer hit the output token limit")
+        return outcome("completed", "", answer=result.text)
+    if result.subtype in _FAILED_SUBTYPES:
+        errors = "; ".join(result.errors)[:150]
+        return outcome("failed", f"claude ended with {result.subtype}"
+                                 + (f": {errors}" if errors else ""))
+    status = f" (HTTP {result.api_error_status})" if result.api_error_status else ""
+    text = _one_line(result.text, 120)
+    return outcome("engine_error", f"claude reported an error{status}"
+                                   + (f": {text}" if text else "")
+                                   + (f", exit {exit_code}" if exit_code else ""))
+
+
+def _usage(state: StreamState) -> tuple[int | None, Confidence, str | None]:
+    result = state.result
+    fallback_model = state.message_model or state.init_model
+    if result is not None and result.exact_tokens is not None:
+        return result.exact_tokens, "exact", result.model or fallback_model
+    if state.usage_seen:
+        loop = result.loop_tokens if result and result.loop_tokens else 0
+        return max(state.running_tokens, loop), "estimated", fallback_model
+    if result is not None and result.loop_tokens is not None:
+        return result.loop_tokens, "estimated", fallback_model
+    return None, "unavailable", fallback_model
+
+
+def _no_result_detail(state: StreamState, exit_code: int | None, stderr_tail: str) -> str:
+    code = "killed" if exit_code is None else f"exit {exit_code}"
+    if state.lines == 0:
+        err = _one_line(stderr_tail, 150)
+        return f"claude printed nothing ({code})" + (f": {err}" if err else "")
+    if state.lines == state.unparsed:
+        return f"claude printed {state.lines} unparseable lines and no result ({code})"
+    if state.transient_error:
+        return f"{state.transient_error}; no result event ({code})"
+    return f"claude ended without a result event ({code}, {state.lines} lines)"
+
+
+_SECRETISH = re.compile(r"(?:sk-ant-[A-Za-z0-9_-]+|gh[pousr]_[A-Za-z0-9]+|github_pat_\w+|"
+                        r"Bearer\s+\S+)")
+
+
+def _one_line(text: str, limit: int) -> str:
+    """A short, single-line, secret-free excerpt for a detail string."""
+    flat = " ".join(_SECRETISH.sub("[redacted]", text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

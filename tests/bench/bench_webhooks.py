@@ -1,0 +1,278 @@
+"""Webhook ingest against a bare FastAPI endpoint, side by side, on one real uvicorn.
+
+    python -m tests.bench.bench_webhooks [--requests 4000] [--concurrency 1 16 64]
+
+A child process serves the receiver exactly as ``pr-review-agent serve --role web`` builds
+it (``create_app`` with a real SQLite file in WAL mode with synchronous=FULL, JSON log lines
+at INFO to a file, uvicorn with h11 on 127.0.0.1), plus one extra route, ``POST /bare``,
+that answers 202 without reading, verifying or storing anything. This process is the load
+generator: ``concurrency`` keep-alive connections, each sending its next request as soon as
+the previous answer arrives, over a minimal HTTP/1.1 client (pre-built request bytes, so
+the client's own cost stays small next to the server's).
+
+Every webhook request is a distinct, correctly signed delivery in GitHub's shape that
+enqueues a new row: half ``pull_request`` ``opened`` (new pull request number), half
+``issue_comment`` ``created`` with "@claude review" (new comment id). The bare route gets
+the same bytes. Per concurrency level the bare route runs first, then the webhook; the
+table gives throughput, p50 and p99 latency and the webhook/bare throughput ratio, and the
+run ends by checking that the store holds exactly one delivery and one queue row for every
+webhook request sent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+from fastapi.responses import Response
+
+SECRET = "bench-webhook-secret"
+APP_ID = 424242
+HOST = "127.0.0.1"
+
+
+# -- the server (child process) ------------------------------------------------------------
+
+
+async def bare() -> Response:
+    """The baseline: a FastAPI route that answers 202 and does nothing else."""
+    return Response(status_code=202)
+
+
+def write_config(directory: Path, port: int) -> Path:
+    from tests.simulator.harness import app_key_pair
+
+    (directory / "app.pem").write_text(app_key_pair()[0])
+    (directory / "webhook.secret").write_text(SECRET)
+    config = directory / "config.yaml"
+    config.write_text(
+        "github:\n"
+        f"  app_id: {APP_ID}\n"
+        "  private_key_file: app.pem\n"
+        "  webhook_secret_file: webhook.secret\n"
+        f"server: {{host: {HOST}, port: {port}}}\n"
+        "store: {path: bench.db}\n"
+        "triggers: {}\n"
+        "budget: {session_tokens: 1000000, weekly_tokens: 10000000, max_run_tokens: 50000}\n"
+    )
+    return config
+
+
+def serve(config_path: Path, port: int) -> None:
+    import uvicorn
+
+    from service.budget import Governor
+    from service.config import load_config
+    from service.daemon import listen
+    from service.health import Health
+    from service.ingest import AgentComments
+    from service.logs import configure_logging
+    from service.queue import ReviewQueue
+    from service.store import SqliteStore
+    from service.triggers import TriggerContext
+    from service.web import create_app
+
+    config = load_config(config_path, {})
+    log_file = (config_path.parent / "server.log").open("w", encoding="utf-8")
+    configure_logging("json", stream=log_file)
+    store = SqliteStore(config.store.path)
+    context = TriggerContext(config.triggers, APP_ID, "review-agent", AgentComments(store))
+    app = create_app(
+        config=config, store=store, queue=ReviewQueue(store),
+        governor=Governor(store, config.budget), triggers=lambda: context,
+        health=Health(store), clock=lambda: datetime.now(UTC),
+    )
+
+    app.add_api_route("/bare", bare, methods=["POST"])
+    sock = listen(HOST, port)  # the daemon's own listener (TCP_NODELAY on)
+    server = uvicorn.Server(uvicorn.Config(
+        app, lifespan="off", log_config=None, access_log=False, server_header=False))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+        store.close()
+        log_file.close()
+
+
+# -- the load (this process) ---------------------------------------------------------------
+
+
+def deliveries(count: int, start: int) -> list[bytes]:
+    """``count`` distinct signed deliveries as raw HTTP/1.1 requests to /webhook."""
+    from service.github.webhooks import sign
+    from tests import payloads as p
+
+    out = []
+    for n in range(start, start + count):
+        if n % 2:
+            event = "pull_request"
+            pr = p.pull_request(100_000 + n, head_sha=f"{n:040x}")
+            payload = p.pull_request_event("opened", pr)
+        else:
+            event = "issue_comment"
+            comment = p.issue_comment("@claude review", comment_id=1_000_000 + n)
+            payload = p.issue_comment_event("created", comment)
+        body = json.dumps(payload, separators=(",", ":")).encode()
+        out.append(request("/webhook", body, {
+            "Content-Type": "application/json",
+            "User-Agent": "GitHub-Hookshot/bench",
+            "X-GitHub-Event": event,
+            "X-GitHub-Delivery": str(uuid.uuid4()),
+            "X-Hub-Signature-256": sign(body, SECRET),
+        }))
+    return out
+
+
+def request(path: str, body: bytes, headers: dict[str, str]) -> bytes:
+    lines = [f"POST {path} HTTP/1.1", f"Host: {HOST}", f"Content-Length: {len(body)}"]
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+async def read_response(reader: asyncio.StreamReader) -> int:
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ", 2)[1])
+    length = 0
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-length":
+            length = int(value)
+    if length:
+        await reader.readexactly(length)
+    return status
+
+
+async def load(port: int, requests: list[bytes], concurrency: int,
+               expect: set[int]) -> tuple[float, list[float]]:
+    """Send ``requests`` over ``concurrency`` connections; (seconds, latencies in s)."""
+    pending: Iterator[bytes] = iter(requests)
+    latencies: list[float] = []
+
+    async def connection() -> None:
+        reader, writer = await asyncio.open_connection(HOST, port)
+        try:
+            for raw in pending:
+                started = time.perf_counter()
+                writer.write(raw)
+                status = await read_response(reader)
+                latencies.append(time.perf_counter() - started)
+                if status not in expect:
+                    raise RuntimeError(f"unexpected status {status}")
+        finally:
+            writer.close()
+            await writer.wait_closed()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(connection() for _ in range(concurrency)))
+    return time.perf_counter() - started, latencies
+
+
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * pct / 100))]
+
+
+def wait_ready(port: int, child: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if child.poll() is not None:
+            raise RuntimeError("the server exited during start-up")
+        try:
+            with socket.create_connection((HOST, port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("the server did not start listening")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--requests", type=int, default=4000, help="per level and route")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
+    parser.add_argument("--warmup", type=int, default=300)
+    parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve is not None:
+        serve(args.serve, args.port)
+        return 0
+    logging.basicConfig(level=logging.WARNING)
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        port = free_port()
+        config = write_config(directory, port)
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tests.bench.bench_webhooks", "--serve", str(config),
+             "--port", str(port)], cwd=Path(__file__).resolve().parents[2])
+        try:
+            wait_ready(port, child)
+            return asyncio.run(compare(port, args, directory))
+        finally:
+            child.terminate()
+            child.wait(timeout=30)
+
+
+async def compare(port: int, args: argparse.Namespace, directory: Path) -> int:
+    sent = 0
+    warm = deliveries(args.warmup, 0)
+    sent += len(warm)
+    await load(port, warm, 8, {202})
+    await load(port, [raw.replace(b"POST /webhook ", b"POST /bare ", 1) for raw in warm],
+               8, {202})
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; {args.requests} requests "
+          "per route and level; latency in ms")
+    print(f"{'conc':>4} {'route':>8} {'req/s':>8} {'p50':>7} {'p99':>7} {'ratio':>6}")
+    results = []
+    for concurrency in args.concurrency:
+        hooks = deliveries(args.requests, sent)
+        sent += len(hooks)
+        bare = [raw.replace(b"POST /webhook ", b"POST /bare ", 1) for raw in hooks]
+        row = {}
+        for route, batch in (("bare", bare), ("webhook", hooks)):
+            seconds, latencies = await load(port, batch, concurrency, {202})
+            row[route] = (len(batch) / seconds, percentile(latencies, 50) * 1000,
+                          percentile(latencies, 99) * 1000)
+        ratio = row["webhook"][0] / row["bare"][0]
+        for route in ("bare", "webhook"):
+            rate, p50, p99 = row[route]
+            shown = f"{ratio:6.0%}" if route == "webhook" else ""
+            print(f"{concurrency:>4} {route:>8} {rate:>8.0f} {p50:>7.2f} {p99:>7.2f} {shown:>6}")
+        results.append({"concurrency": concurrency, "ratio": ratio, **{
+            f"{route}_{name}": value for route in row
+            for name, value in zip(("rps", "p50_ms", "p99_ms"), row[route], strict=True)}})
+    db = sqlite3.connect(directory / "bench.db")
+    try:
+        recorded = db.execute("SELECT COUNT(*) FROM deliveries").fetchone()[0]
+        queued = db.execute("SELECT COUNT(*) FROM queue").fetchone()[0]
+    finally:
+        db.close()
+    print(f"store: {recorded} deliveries and {queued} queue rows for {sent} webhooks sent")
+    print(json.dumps(results))
+    return 0 if recorded == queued == sent else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

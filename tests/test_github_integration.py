@@ -1,0 +1,481 @@
+"""The real GitHub client against the GitHub simulator: authentication and tokens,
+conditional requests and token rotation, pagination, installations, reviews, reactions.
+
+Everything here goes through ``GitHubClient(..., transport=SimulatorTransport(world))``
+with an App key generated at run time, ``AppJWT`` and ``InstallationTokens``. The
+client's clock *is* the simulator's (frozen) clock, optionally skewed, and the injected
+sleep records each wait and advances that clock, so an hour passes without waiting.
+Rate limits and faults are in ``test_github_integration_faults.py``; the shared set-up
+(``make_env``, the leak guard) lives here.
+
+Every test ends with the leak guard: no installation token, JWT, line of the private key
+or webhook secret may appear in any log record (captured at DEBUG) or in the string,
+repr or traceback of any exception a test saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import traceback
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import httpx
+import jwt as pyjwt
+import pytest
+
+from service.etags import ETagStore
+from service.github import (
+    APP,
+    AppJWT,
+    GitHubClient,
+    InstallationTokens,
+    NotFound,
+    RetryPolicy,
+    Unauthorized,
+    Unprocessable,
+    find_repository_installation,
+    list_installation_repositories,
+    list_installations,
+)
+from tests.simulator import Settings, SimClock, SimulatorTransport, World
+from tests.simulator.harness import API, APP_ID, REPO, Harness
+from tests.simulator.records import fingerprint
+
+E = TypeVar("E", bound=BaseException)
+
+START = datetime(2026, 3, 2, 9, 0, 0, tzinfo=UTC)
+PULLS = f"/repos/{REPO}/pulls"
+PR1 = f"/repos/{REPO}/pulls/1"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+# -- the leak guard ----------------------------------------------------------------------------
+@dataclass
+class LeakGuard:
+    """Collects every secret of a test and every exception text it saw; checks the logs."""
+
+    caplog: pytest.LogCaptureFixture
+    secret_sources: list[Callable[[], list[str]]] = field(default_factory=list)
+    exception_texts: list[str] = field(default_factory=list)
+
+    async def raises(self, kind: type[E], awaitable: Awaitable[Any]) -> E:
+        """Await, expect ``kind``, and keep its str, repr and formatted traceback."""
+        try:
+            await awaitable
+        except kind as exc:
+            self.exception_texts.append(str(exc))
+            self.exception_texts.append(repr(exc))
+            self.exception_texts.append("".join(traceback.format_exception(exc)))
+            return exc
+        raise AssertionError(f"expected {kind.__name__}")
+
+    def secrets(self) -> list[str]:
+        found = [s for source in self.secret_sources for s in source()]
+        return [s for s in found if s]
+
+    def check(self) -> None:
+        secrets = self.secrets()
+        assert secrets, "the guard must know at least one secret to look for"
+        records = self.caplog.records
+        texts = [self.caplog.text, *self.exception_texts]
+        texts += [record.getMessage() for record in records]
+        texts += [repr(vars(record)) for record in records]
+        haystack = "\n".join(texts)
+        for secret in secrets:
+            assert secret not in haystack, "a credential leaked into a log or an error"
+
+
+def key_lines(private_pem: str) -> list[str]:
+    """The base64 body lines of a PEM key: any one of them in a log is a leak."""
+    return [line for line in private_pem.splitlines() if line and not line.startswith("-----")]
+
+
+@pytest.fixture
+def guard(caplog: pytest.LogCaptureFixture) -> LeakGuard:
+    caplog.set_level(logging.DEBUG)
+    return LeakGuard(caplog)
+
+
+# -- the environment ---------------------------------------------------------------------------
+class SimSleep:
+    """The client's sleep: records each wait and moves the simulated clock by it."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.world.clock.advance(seconds)
+        await asyncio.sleep(0)
+
+
+class RecordingJWT:
+    """``AppJWT`` that remembers every JWT it handed out (so the guard can look for them)."""
+
+    def __init__(self, inner: AppJWT) -> None:
+        self.inner = inner
+        self.issued: list[str] = []
+
+    def __call__(self) -> str:
+        token = self.inner()
+        if token not in self.issued:
+            self.issued.append(token)
+        return token
+
+
+@dataclass
+class Env:
+    harness: Harness
+    client: GitHubClient
+    sleep: SimSleep
+    jwts: RecordingJWT
+    etags: ETagStore
+
+    @property
+    def world(self) -> World:
+        return self.harness.world
+
+    @property
+    def inst(self) -> int:
+        return self.harness.installation.id
+
+    @property
+    def tokens(self) -> InstallationTokens:
+        tokens = self.client.tokens
+        assert isinstance(tokens, InstallationTokens)
+        return tokens
+
+    def mints(self) -> list[Any]:
+        return self.world.requests.matching("POST", "/app/installations/*/access_tokens")
+
+    def secrets(self) -> list[str]:
+        app = self.harness.app
+        return [*self.world.tokens, *self.jwts.issued, *key_lines(self.harness.private_key_pem),
+                app.webhook_secret or "", app.client_secret or ""]
+
+
+MakeEnv = Callable[..., Awaitable[Env]]
+
+
+@pytest.fixture
+async def make_env(guard: LeakGuard) -> AsyncIterator[MakeEnv]:
+    made: list[Env] = []
+
+    async def make(*, settings: Settings | None = None, skew: float = 0.0,
+                   policy: RetryPolicy | None = None,
+                   timeout: httpx.Timeout | None = None) -> Env:
+        harness = Harness.create(settings=settings, clock=SimClock(frozen_at=START))
+        await harness.client.aclose()  # the harness's raw client is not used here
+        world = harness.world
+        offset = timedelta(seconds=skew)
+
+        def clock() -> datetime:
+            return world.clock.now() + offset
+
+        sleep = SimSleep(world)
+        jwts = RecordingJWT(AppJWT(APP_ID, harness.private_key_pem, clock))
+        etags = ETagStore()
+        extra: dict[str, Any] = {"timeout": timeout} if timeout is not None else {}
+        client = GitHubClient(API, app_jwt=jwts, clock=clock, etags=etags,
+                              transport=SimulatorTransport(world), sleep=sleep,
+                              rand=lambda: 1.0, policy=policy, **extra)
+        env = Env(harness=harness, client=client, sleep=sleep, jwts=jwts, etags=etags)
+        guard.secret_sources.append(env.secrets)
+        made.append(env)
+        return env
+
+    yield make
+    for env in made:
+        await env.client.aclose()
+    guard.check()
+
+
+@pytest.fixture
+async def env(make_env: MakeEnv) -> Env:
+    return await make_env()
+
+
+# -- App JWT ---------------------------------------------------------------------------------
+@pytest.mark.anyio
+async def test_app_jwt_is_accepted_and_finds_the_installation(env: Env) -> None:
+    assert await find_repository_installation(env.client, "acme", "widgets") == env.inst
+    app = await env.client.get_json(APP, "/app")
+    assert app["id"] == APP_ID
+    installations = [i async for i in list_installations(env.client)]
+    assert [(i.id, i.account, i.suspended) for i in installations] == [(env.inst, "acme", False)]
+    repos = [r.full_name async for r in list_installation_repositories(env.client, env.inst)]
+    assert sorted(repos) == ["acme/gadgets", "acme/widgets"]
+    (sent,) = env.jwts.issued
+    claims = pyjwt.decode(sent, options={"verify_signature": False})
+    now = int(START.timestamp())
+    assert (claims["iat"], claims["exp"], claims["iss"]) == (now - 60, now + 540, str(APP_ID))
+    # Every App route carried the JWT; the installation route carried the token.
+    app_calls = [r for r in env.world.requests if r.path.startswith(("/app", "/repos/"))]
+    assert {r.credential for r in app_calls} == {fingerprint(sent)}
+    (listing,) = env.world.requests.matching("GET", "/installation/repositories")
+    assert listing.credential == fingerprint(env.tokens.cached(env.inst).token)  # type: ignore[union-attr]
+
+
+@pytest.mark.anyio
+async def test_a_client_clock_30_seconds_fast_is_still_accepted(make_env: MakeEnv) -> None:
+    env = await make_env(skew=30)
+    pulls = await env.client.get_json(env.inst, PULLS)
+    assert [p["number"] for p in pulls] == [1]
+    assert [r.status for r in env.mints()] == [201]
+
+
+@pytest.mark.anyio
+async def test_a_client_clock_two_minutes_fast_is_refused_as_github_would(
+        make_env: MakeEnv, guard: LeakGuard) -> None:
+    # The 60 s back-dating of `iat` covers a fast clock up to a minute, no more: GitHub
+    # refuses an `iat` in its future. The client must surface that, not loop on it.
+    env = await make_env(skew=120)
+    error = await guard.raises(Unauthorized, env.client.get_json(env.inst, PULLS))
+    assert "'Issued at' claim ('iat')" in error.message
+    assert error.path == f"/app/installations/{env.inst}/access_tokens"
+    assert len(env.mints()) == 1
+
+
+@pytest.mark.anyio
+async def test_app_routes_missing_from_the_simulator_are_not_found(
+        env: Env, guard: LeakGuard) -> None:
+    error = await guard.raises(
+        NotFound, find_repository_installation(env.client, "acme", "nowhere"))
+    assert error.status == 404
+
+
+# -- installation tokens ------------------------------------------------------------------------
+@pytest.mark.anyio
+async def test_many_concurrent_callers_share_one_token_mint(env: Env) -> None:
+    results = await asyncio.gather(*(env.client.get_json(env.inst, PR1) for _ in range(25)))
+    assert {r["number"] for r in results} == {1}
+    assert len(env.mints()) == 1
+    reads = env.world.requests.matching("GET", PR1)
+    assert len(reads) == 25
+    assert len({r.credential for r in reads}) == 1
+    assert env.tokens.mints == 1
+
+
+@pytest.mark.anyio
+async def test_the_token_is_replaced_before_it_expires(env: Env) -> None:
+    await env.client.get_json(env.inst, PR1)
+    first = env.tokens.cached(env.inst)
+    assert first is not None
+    assert first.expires_at == START + timedelta(hours=1)
+    env.world.clock.advance(54 * 60)
+    await env.client.get_json(env.inst, PR1)
+    assert len(env.mints()) == 1  # 6 minutes left: still used
+    env.world.clock.advance(60 + 1)  # 55 min 1 s: under 5 minutes left
+    await env.client.get_json(env.inst, PR1)
+    assert len(env.mints()) == 2
+    reads = env.world.requests.matching("GET", PR1)
+    assert reads[1].credential == reads[0].credential
+    assert reads[2].credential != reads[0].credential
+    assert reads[2].at < first.expires_at  # replaced while the old one still worked
+    assert [r.status for r in reads] == [200, 200, 200]
+
+
+@pytest.mark.anyio
+async def test_a_token_github_considers_expired_is_replaced_after_one_401(
+        make_env: MakeEnv) -> None:
+    # The host clock runs 6 minutes slow: the client believes its token has 4 more
+    # minutes of life when GitHub has already expired it.
+    env = await make_env(skew=-360)
+    await env.client.get_json(env.inst, PR1)
+    env.world.clock.advance(3600 + 10)
+    pull = await env.client.get_json(env.inst, PR1)
+    assert pull["number"] == 1
+    reads = env.world.requests.matching("GET", PR1)
+    assert [r.status for r in reads] == [200, 401, 200]
+    assert len({r.credential for r in reads}) == 2
+    assert [r.status for r in env.mints()] == [201, 201]
+
+
+@pytest.mark.anyio
+async def test_a_revoked_token_is_replaced_after_one_401(env: Env) -> None:
+    await env.client.request(env.inst, "DELETE", "/installation/token")
+    pull = await env.client.get_json(env.inst, PR1)
+    assert pull["number"] == 1
+    (read_401, read_ok) = env.world.requests.matching("GET", PR1)
+    assert (read_401.status, read_ok.status) == (401, 200)
+    assert len(env.mints()) == 2
+
+
+@pytest.mark.anyio
+async def test_a_token_refused_twice_is_unauthorized(env: Env, guard: LeakGuard) -> None:
+    env.world.faults.add(path_glob=PR1, status=401, body={"message": "Bad credentials"},
+                         times=None)
+    error = await guard.raises(Unauthorized, env.client.get_json(env.inst, PR1))
+    assert (error.status, error.message) == (401, "Bad credentials")
+    assert len(env.world.requests.matching("GET", PR1)) == 2
+    assert len(env.mints()) == 2
+
+
+@pytest.mark.anyio
+async def test_tokens_are_opaque_in_both_of_githubs_formats(make_env: MakeEnv) -> None:
+    for stateless in (True, False):
+        env = await make_env(settings=Settings(stateless_tokens=stateless))
+        await env.client.get_json(env.inst, PR1)
+        token = await env.client.installation_token(env.inst)
+        assert token.startswith("ghs_")
+        assert (len(token) > 100) is stateless
+
+
+# -- conditional requests ------------------------------------------------------------------------
+def remaining(env: Env) -> int:
+    return env.world.limiter.bucket(f"installation:{env.inst}",
+                                    env.world.clock.timestamp()).remaining
+
+
+@pytest.mark.anyio
+async def test_an_unchanged_resource_answers_304_without_costing_rate_limit(env: Env) -> None:
+    first = await env.client.get_conditional(env.inst, PR1)
+    assert (first.status, first.not_modified, first.data["number"]) == (200, False, 1)
+    before = remaining(env)
+    second = await env.client.get_conditional(env.inst, PR1)
+    assert (second.status, second.not_modified, second.data) == (304, True, None)
+    assert remaining(env) == before
+    known = env.client.rate_limit(env.inst)
+    assert known is not None
+    assert known.remaining == before
+    sent = env.world.requests.matching("GET", PR1)[-1]
+    assert sent.header("if-none-match") == first.etag
+    assert sent.header("if-modified-since") == first.last_modified
+    stats = env.client.conditional_stats
+    assert (stats.first_requests, stats.sent_validators, stats.not_modified) == (1, 1, 1)
+
+
+@pytest.mark.anyio
+async def test_a_changed_resource_answers_200_with_the_new_content(env: Env) -> None:
+    await env.client.get_conditional(env.inst, PR1)
+    env.world.clock.advance(30)
+    env.world.edit_pull(REPO, 1, title="Add structured logging")
+    changed = await env.client.get_conditional(env.inst, PR1)
+    assert (changed.status, changed.not_modified) == (200, False)
+    assert changed.data["title"] == "Add structured logging"
+    again = await env.client.get_conditional(env.inst, PR1)
+    assert again.not_modified
+
+
+@pytest.mark.anyio
+async def test_a_list_endpoint_is_conditional_too(env: Env) -> None:
+    params = {"state": "all", "sort": "updated", "direction": "desc"}
+    first = await env.client.get_conditional(env.inst, PULLS, params)
+    assert [p["number"] for p in first.data] == [1]
+    assert (await env.client.get_conditional(env.inst, PULLS, params)).not_modified
+    env.world.clock.advance(60)
+    env.world.add_pull(REPO, title="Second", user="bob", head_sha="c" * 40, base_sha="a" * 40,
+                       diff="")
+    changed = await env.client.get_conditional(env.inst, PULLS, params)
+    assert [p["number"] for p in changed.data] == [2, 1]
+
+
+@pytest.mark.anyio
+async def test_after_rotation_the_first_request_is_a_full_200_counted_as_rotation(
+        env: Env) -> None:
+    await env.client.get_conditional(env.inst, PR1)
+    assert (await env.client.get_conditional(env.inst, PR1)).not_modified
+    env.world.clock.advance(56 * 60)
+    rotated = await env.client.get_conditional(env.inst, PR1)
+    assert (rotated.status, rotated.not_modified) == (200, False)
+    reads = env.world.requests.matching("GET", PR1)
+    assert reads[-1].header("if-none-match") is None  # never another token's validators
+    assert reads[-1].credential != reads[0].credential
+    stats = env.client.conditional_stats
+    assert (stats.first_requests, stats.after_rotation, stats.not_modified) == (1, 1, 1)
+    assert (await env.client.get_conditional(env.inst, PR1)).not_modified
+
+
+@pytest.mark.anyio
+async def test_rotation_costs_about_one_full_200_per_hour_of_polling(env: Env) -> None:
+    """Six simulated hours of 5-minute polls of one unchanged endpoint (the figure in
+    docs/PERFORMANCE.md comes from this test)."""
+    statuses: list[int] = []
+    for _ in range(6 * 12):
+        result = await env.client.get_conditional(env.inst, PULLS)
+        statuses.append(result.status)
+        env.world.clock.advance(5 * 60)
+    stats = env.client.conditional_stats
+    full = statuses.count(200)
+    assert stats.first_requests == 1
+    # Tokens are replaced every 55 minutes (5 before their hour is up): polls at
+    # 55, 110, ..., 330 min each pay one 200.
+    assert stats.after_rotation == 6
+    assert full == stats.first_requests + stats.after_rotation
+    assert statuses.count(304) == stats.not_modified == 72 - 7
+    assert len(env.mints()) == 7
+    assert stats.after_rotation / 6 == pytest.approx(1.0)  # per hour
+    # 304s were free: the primary limit saw only the 200s in the current window.
+    used = 5000 - remaining(env)
+    assert used <= 2
+
+
+# -- pagination --------------------------------------------------------------------------------
+@pytest.mark.anyio
+async def test_pagination_follows_link_over_three_pages(env: Env) -> None:
+    for n in range(250):
+        env.world.add_issue_comment(REPO, 1, user="bob", body=f"comment {n}")
+    path = f"/repos/{REPO}/issues/1/comments"
+    bodies = [c["body"] async for c in env.client.paginate(env.inst, path)]
+    assert bodies == [f"comment {n}" for n in range(250)]
+    pages = env.world.requests.matching("GET", path)
+    assert [r.query.get("page") for r in pages] == [None, ["2"], ["3"]]
+    assert all(r.query["per_page"] == ["100"] for r in pages)
+
+
+# -- reviews and reactions ---------------------------------------------------------------------
+def review(line: int) -> dict[str, Any]:
+    return {"commit_id": "b" * 40, "event": "COMMENT", "body": "Automated review",
+            "comments": [
+                {"path": "src/app.py", "line": 3, "side": "RIGHT", "body": "json unused?"},
+                {"path": "src/app.py", "line": line, "side": "RIGHT", "body": "check this"}]}
+
+
+@pytest.mark.anyio
+async def test_a_review_with_one_out_of_hunk_comment_fails_whole(
+        env: Env, guard: LeakGuard) -> None:
+    path = f"{PR1}/reviews"
+    error = await guard.raises(Unprocessable, env.client.post_json(env.inst, path, review(15)))
+    assert error.status == 422
+    assert error.message == "Unprocessable Entity"
+    assert any("could not be resolved" in str(e) for e in error.errors)
+    assert not env.world.reviews and not env.world.review_comments
+    posted = await env.client.post_json(env.inst, path, review(22))
+    assert posted["state"] == "COMMENTED"
+    assert posted["commit_id"] == "b" * 40
+    assert len(env.world.review_comments) == 2
+    assert [r.status for r in env.world.requests.matching("POST", path)] == [422, 200]
+
+
+@pytest.mark.anyio
+async def test_a_reaction_is_201_when_new_and_200_when_repeated(env: Env) -> None:
+    comment = env.world.add_issue_comment(REPO, 1, user="alice", body="/review")
+    path = f"/repos/{REPO}/issues/comments/{comment.id}/reactions"
+    first = await env.client.request(env.inst, "POST", path, json={"content": "eyes"},
+                                     idempotent=True)
+    second = await env.client.request(env.inst, "POST", path, json={"content": "eyes"},
+                                      idempotent=True)
+    assert (first.status_code, second.status_code) == (201, 200)
+    assert first.json()["id"] == second.json()["id"]
+    assert len(comment.reactions) == 1
+
+
+# -- the guard itself --------------------------------------------------------------------------
+def test_the_leak_guard_finds_a_logged_secret(caplog: pytest.LogCaptureFixture) -> None:
+    probe = LeakGuard(caplog)
+    caplog.set_level(logging.DEBUG)
+    probe.secret_sources.append(lambda: ["ghs_probe_secret"])
+    logging.getLogger("service.github").debug("sent", extra={"header": "ghs_probe_secret"})
+    with pytest.raises(AssertionError, match="leaked"):
+        probe.check()
+    caplog.clear()
+    probe.check()
