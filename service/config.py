@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -117,12 +118,22 @@ class RetentionConfig:
     purge_after_close: bool = True
 
 
+#: What a run is assumed to cost, in dollars per million tokens, until enough runs have
+#: reported their cost (see service/budget/dollars.py). List prices of the larger models.
+DEFAULT_USD_PER_MILLION_TOKENS: Final = 15
+
+
 @dataclass(frozen=True)
 class BudgetConfig:
     """The spending rails. ``enabled: false`` is an emergency brake: nothing is admitted.
 
     Limits are derived once, here, and floored to whole tokens after the share (and the
     seventh, for the daily window) are applied; the share never appears elsewhere.
+
+    The first five fields are the *shared* policy (one ``budget_policy`` row that every
+    process on a store obeys); ``per_actor_pct`` (100 = no per-person cap),
+    ``max_reviews_per_pr`` (runs per pull request per 24 h) and ``monthly_usd`` (None =
+    no dollar cap) are this process's own.
     """
 
     enabled: bool
@@ -130,6 +141,9 @@ class BudgetConfig:
     weekly_tokens: int
     max_run_tokens: int
     reviewer_share_pct: int = 40
+    per_actor_pct: int = 100
+    max_reviews_per_pr: int = 5
+    monthly_usd: float | None = None
 
     @property
     def session_limit(self) -> int:
@@ -571,6 +585,21 @@ def _engine(top: _Section) -> EngineConfig:
     return config
 
 
+def _dollars(s: _Section, key: str) -> float | None:
+    """A positive, finite number of dollars, or None when absent or null."""
+    value = s.get(key)
+    if value is _MISSING or value is None:
+        return None
+    # bool subclasses int: `monthly_usd: true` must not become a one-dollar cap.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        s.problem(key, f"must be a number of dollars, got {_show(value)}")
+        return None
+    if not math.isfinite(value) or value <= 0:
+        s.problem(key, f"must be a number of dollars greater than 0, got {_show(value)}")
+        return None
+    return float(value)
+
+
 def _budget(top: _Section) -> BudgetConfig:
     s = top.section(
         "budget",
@@ -588,19 +617,40 @@ def _budget(top: _Section) -> BudgetConfig:
         ),
         max_run_tokens=s.integer("max_run_tokens", None, hint="the tokens reserved for each run"),
         reviewer_share_pct=s.integer("reviewer_share_pct", 40, maximum=100),
+        per_actor_pct=s.integer("per_actor_pct", 100, maximum=100),
+        max_reviews_per_pr=s.integer("max_reviews_per_pr", 5),
+        monthly_usd=_dollars(s, "monthly_usd"),
     )
     s.finish()
+    if s.failed_since(mark) or s.quiet:
+        return config
     # Only meaningful once every number is valid. A run is admitted only while every
     # window has max_run_tokens left, so one larger than the smallest window could never
     # be admitted: an agent that silently reviews nothing, by arithmetic nobody did.
     smallest = min((config.session_limit, "session allowance", "session_tokens"),
                    (config.daily_limit, "daily allowance", "weekly_tokens ÷ 7"))
-    if not s.failed_since(mark) and not s.quiet and config.max_run_tokens > smallest[0]:
+    if config.max_run_tokens > smallest[0]:
         s.problem(
             "max_run_tokens",
             f"{config.max_run_tokens} does not fit in the {smallest[1]} of {smallest[0]} "
             f"tokens ({smallest[2]} × {config.reviewer_share_pct}%); "
             "no run could ever be admitted",
+        )
+    elif config.max_run_tokens > smallest[0] * config.per_actor_pct // 100:
+        # The same arithmetic, per person: a cap below one run admits nobody at all.
+        s.problem(
+            "per_actor_pct",
+            f"{config.per_actor_pct}% of the {smallest[1]} is "
+            f"{smallest[0] * config.per_actor_pct // 100} tokens, less than max_run_tokens "
+            f"{config.max_run_tokens}; no one's run could ever be admitted",
+        )
+    run_usd = config.max_run_tokens * DEFAULT_USD_PER_MILLION_TOKENS / 1_000_000
+    if config.monthly_usd is not None and config.monthly_usd < run_usd:
+        s.problem(
+            "monthly_usd",
+            f"${config.monthly_usd:.2f} cannot pay for one run of max_run_tokens "
+            f"{config.max_run_tokens} at the starting estimate of "
+            f"${DEFAULT_USD_PER_MILLION_TOKENS} per million tokens (${run_usd:.2f})",
         )
     return config
 
@@ -780,4 +830,20 @@ def describe_config(config: Config) -> list[str]:
         f"budget window weekly (7 d): {budget.weekly_limit} tokens "
         f"({share}% of weekly_tokens {budget.weekly_tokens})",
         f"budget max_run_tokens: {budget.max_run_tokens} reserved per run",
+        _describe_per_actor(budget),
+        f"budget pacer: at most {budget.max_reviews_per_pr} run(s) per pull request "
+        "per 24 h",
+        "budget monthly dollars: "
+        + ("no cap (monthly_usd not set)" if budget.monthly_usd is None else
+           f"${budget.monthly_usd:.2f} per trailing 30 days"),
     ]
+
+
+def _describe_per_actor(budget: BudgetConfig) -> str:
+    pct = budget.per_actor_pct
+    if pct == 100:
+        return "budget per-person cap: off (per_actor_pct 100)"
+    caps = ", ".join(f"{name} {limit * pct // 100}" for name, limit in (
+        ("session", budget.session_limit), ("daily", budget.daily_limit),
+        ("weekly", budget.weekly_limit)))
+    return f"budget per-person cap: {pct}% of each window ({caps} tokens)"

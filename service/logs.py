@@ -10,6 +10,7 @@ line can be found by any of them. Secrets never reach a log line: values that ar
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sys
@@ -26,6 +27,7 @@ CONTEXT_FIELDS: Final = ("delivery_id", "repo", "pr", "dedupe_key", "attempt", "
 
 _MASK: Final = "***"
 _SENSITIVE: Final = ("token", "secret", "password", "authorization", "private_key", "jwt")
+_SCALARS: Final = frozenset({str, int, float, bool})
 # Every attribute a bare LogRecord has; anything else on a record came from ``extra``.
 _STANDARD: Final = frozenset(
     vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys()
@@ -33,6 +35,7 @@ _STANDARD: Final = frozenset(
 )
 
 
+@functools.cache
 def _sensitive(name: str) -> bool:
     lowered = name.lower()
     return any(word in lowered for word in _SENSITIVE)
@@ -40,9 +43,11 @@ def _sensitive(name: str) -> bool:
 
 def _plain(value: object) -> object:
     """A JSON-ready form of one extra value (secrets masked, unknown types as text)."""
+    if value is None or type(value) in _SCALARS:
+        return value
     if isinstance(value, Secret):
         return _MASK
-    if value is None or isinstance(value, bool | int | float | str):
+    if isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, datetime):
         return value.isoformat()
@@ -55,12 +60,14 @@ def _plain(value: object) -> object:
 
 def extra_fields(record: logging.LogRecord) -> dict[str, object]:
     """The ``extra={...}`` fields of ``record``: context fields first, secrets masked."""
-    names = [n for n in vars(record) if n not in _STANDARD and not n.startswith("_")]
-    ordered = [n for n in CONTEXT_FIELDS if n in names] + sorted(
-        n for n in names if n not in CONTEXT_FIELDS
-    )
+    attributes = vars(record)
+    names = [n for n in attributes.keys() - _STANDARD if not n.startswith("_")]
+    if not names:
+        return {}
+    ordered: list[str] = [n for n in CONTEXT_FIELDS if n in attributes]
+    ordered += sorted(n for n in names if n not in CONTEXT_FIELDS)
     return {
-        name: _MASK if _sensitive(name) else _plain(getattr(record, name)) for name in ordered
+        name: _MASK if _sensitive(name) else _plain(attributes[name]) for name in ordered
     }
 
 

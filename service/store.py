@@ -210,6 +210,44 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         " closed_at TEXT NOT NULL, purged_at TEXT, PRIMARY KEY (repo, pr_number))",
         "CREATE INDEX IF NOT EXISTS agent_comments_id ON agent_comments (comment_id)",
     ),
+    # 26: what each run cost in dollars, as the engine reported it (NULL: not reported),
+    # and hourly totals of the rows that have a cost, kept by triggers in the shape of
+    # migration 24, so that the trailing 30-day dollar window is read from at most 720
+    # hourly rows at every claim instead of a month of ledger rows. Dollars are summed
+    # as whole micro-dollars: integer totals never drift under repeated add/subtract.
+    (
+        "ALTER TABLE ledger ADD COLUMN cost_usd REAL",
+        "CREATE TABLE IF NOT EXISTS ledger_cost_hours ("
+        "hour TEXT PRIMARY KEY, micro_usd INTEGER NOT NULL, tokens INTEGER NOT NULL,"
+        " runs INTEGER NOT NULL)",
+        "CREATE TRIGGER IF NOT EXISTS ledger_cost_hours_insert AFTER INSERT ON ledger"
+        " WHEN NEW.cost_usd IS NOT NULL BEGIN"
+        " INSERT INTO ledger_cost_hours (hour, micro_usd, tokens, runs)"
+        " VALUES (substr(NEW.reserved_at, 1, 13),"
+        " CAST(round(NEW.cost_usd * 1000000) AS INTEGER),"
+        " COALESCE(NEW.used_tokens, NEW.reserved_tokens), 1)"
+        " ON CONFLICT (hour) DO UPDATE SET micro_usd = micro_usd + excluded.micro_usd,"
+        " tokens = tokens + excluded.tokens, runs = runs + excluded.runs; END",
+        "CREATE TRIGGER IF NOT EXISTS ledger_cost_hours_update"
+        " AFTER UPDATE OF cost_usd, used_tokens, reserved_tokens, reserved_at ON ledger"
+        " WHEN OLD.cost_usd IS NOT NULL OR NEW.cost_usd IS NOT NULL BEGIN"
+        " UPDATE ledger_cost_hours"
+        " SET micro_usd = micro_usd - CAST(round(OLD.cost_usd * 1000000) AS INTEGER),"
+        " tokens = tokens - COALESCE(OLD.used_tokens, OLD.reserved_tokens), runs = runs - 1"
+        " WHERE hour = substr(OLD.reserved_at, 1, 13) AND OLD.cost_usd IS NOT NULL;"
+        " INSERT INTO ledger_cost_hours (hour, micro_usd, tokens, runs)"
+        " SELECT substr(NEW.reserved_at, 1, 13),"
+        " CAST(round(NEW.cost_usd * 1000000) AS INTEGER),"
+        " COALESCE(NEW.used_tokens, NEW.reserved_tokens), 1 WHERE NEW.cost_usd IS NOT NULL"
+        " ON CONFLICT (hour) DO UPDATE SET micro_usd = micro_usd + excluded.micro_usd,"
+        " tokens = tokens + excluded.tokens, runs = runs + excluded.runs; END",
+        "CREATE TRIGGER IF NOT EXISTS ledger_cost_hours_delete AFTER DELETE ON ledger"
+        " WHEN OLD.cost_usd IS NOT NULL BEGIN"
+        " UPDATE ledger_cost_hours"
+        " SET micro_usd = micro_usd - CAST(round(OLD.cost_usd * 1000000) AS INTEGER),"
+        " tokens = tokens - COALESCE(OLD.used_tokens, OLD.reserved_tokens), runs = runs - 1"
+        " WHERE hour = substr(OLD.reserved_at, 1, 13); END",
+    ),
 )
 
 HEAD_VERSION: Final = len(MIGRATIONS)

@@ -5,8 +5,10 @@ Everything here goes through ``GitHubClient(..., transport=SimulatorTransport(wo
 with an App key generated at run time, ``AppJWT`` and ``InstallationTokens``. The
 client's clock *is* the simulator's (frozen) clock, optionally skewed, and the injected
 sleep records each wait and advances that clock, so an hour passes without waiting.
-Rate limits and faults are in ``test_github_integration_faults.py``; the shared set-up
-(``make_env``, the leak guard) lives here.
+Rate limits and faults are in ``test_github_integration_faults.py``; the standalone
+simulator over loopback, GHES paths, diffs and webhook deliveries in
+``test_github_integration_standalone.py``. The shared set-up (``make_env``, the leak
+guard) lives here and is re-exported by those modules.
 
 Every test ends with the leak guard: no installation token, JWT, line of the private key
 or webhook secret may appear in any log record (captured at DEBUG) or in the string,
@@ -30,7 +32,9 @@ import pytest
 from service.etags import ETagStore
 from service.github import (
     APP,
+    JSON_MEDIA,
     AppJWT,
+    Forbidden,
     GitHubClient,
     InstallationTokens,
     NotFound,
@@ -41,6 +45,7 @@ from service.github import (
     list_installation_repositories,
     list_installations,
 )
+from service.github.conditional import cache_key, resource_key, token_fingerprint
 from tests.simulator import Settings, SimClock, SimulatorTransport, World
 from tests.simulator.harness import API, APP_ID, REPO, Harness
 from tests.simulator.records import fingerprint
@@ -71,11 +76,15 @@ class LeakGuard:
         try:
             await awaitable
         except kind as exc:
-            self.exception_texts.append(str(exc))
-            self.exception_texts.append(repr(exc))
-            self.exception_texts.append("".join(traceback.format_exception(exc)))
-            return exc
+            return self.saw(exc)
         raise AssertionError(f"expected {kind.__name__}")
+
+    def saw(self, exc: E) -> E:
+        """Keep an exception's str, repr and formatted traceback for the final check."""
+        self.exception_texts.append(str(exc))
+        self.exception_texts.append(repr(exc))
+        self.exception_texts.append("".join(traceback.format_exception(exc)))
+        return exc
 
     def secrets(self) -> list[str]:
         found = [s for source in self.secret_sources for s in source()]
@@ -91,6 +100,9 @@ class LeakGuard:
         haystack = "\n".join(texts)
         for secret in secrets:
             assert secret not in haystack, "a credential leaked into a log or an error"
+            # A "masked" credential that keeps its tail is a leak too.
+            if len(secret) > 48:
+                assert secret[-32:] not in haystack, "part of a credential leaked"
 
 
 def key_lines(private_pem: str) -> list[str]:
@@ -243,10 +255,13 @@ async def test_a_client_clock_two_minutes_fast_is_refused_as_github_would(
     assert "'Issued at' claim ('iat')" in error.message
     assert error.path == f"/app/installations/{env.inst}/access_tokens"
     assert len(env.mints()) == 1
+    # GitHub's `Date` told the client how far off its clock is; the operator is told.
+    (warning,) = [r for r in guard.caplog.records if "host clock differs" in r.getMessage()]
+    assert warning.clock_offset_seconds == -120.0
 
 
 @pytest.mark.anyio
-async def test_app_routes_missing_from_the_simulator_are_not_found(
+async def test_a_repository_without_the_app_is_not_found(
         env: Env, guard: LeakGuard) -> None:
     error = await guard.raises(
         NotFound, find_repository_installation(env.client, "acme", "nowhere"))
@@ -275,13 +290,15 @@ async def test_the_token_is_replaced_before_it_expires(env: Env) -> None:
     await env.client.get_json(env.inst, PR1)
     assert len(env.mints()) == 1  # 6 minutes left: still used
     env.world.clock.advance(60 + 1)  # 55 min 1 s: under 5 minutes left
-    await env.client.get_json(env.inst, PR1)
-    assert len(env.mints()) == 2
+    await asyncio.gather(*(env.client.get_json(env.inst, PR1) for _ in range(10)))
+    assert len(env.mints()) == 2  # the refresh is single-flight too
     reads = env.world.requests.matching("GET", PR1)
     assert reads[1].credential == reads[0].credential
+    current = fingerprint(await env.client.installation_token(env.inst))
+    assert {r.credential for r in reads[2:]} == {current}
     assert reads[2].credential != reads[0].credential
     assert reads[2].at < first.expires_at  # replaced while the old one still worked
-    assert [r.status for r in reads] == [200, 200, 200]
+    assert {r.status for r in reads} == {200}
 
 
 @pytest.mark.anyio
@@ -384,9 +401,17 @@ async def test_after_rotation_the_first_request_is_a_full_200_counted_as_rotatio
         env: Env) -> None:
     await env.client.get_conditional(env.inst, PR1)
     assert (await env.client.get_conditional(env.inst, PR1)).not_modified
+    old = await env.client.installation_token(env.inst)
     env.world.clock.advance(56 * 60)
     rotated = await env.client.get_conditional(env.inst, PR1)
     assert (rotated.status, rotated.not_modified) == (200, False)
+    # The cache now holds the new token's validators only: one entry per resource.
+    new = await env.client.installation_token(env.inst)
+    resource = resource_key(env.inst, JSON_MEDIA, API + PR1)
+    assert env.etags.get_validators(cache_key(resource, token_fingerprint(old))) is None
+    stored = env.etags.get_validators(cache_key(resource, token_fingerprint(new)))
+    assert stored is not None
+    assert stored.etag == rotated.etag
     reads = env.world.requests.matching("GET", PR1)
     assert reads[-1].header("if-none-match") is None  # never another token's validators
     assert reads[-1].credential != reads[0].credential
@@ -448,6 +473,7 @@ async def test_a_review_with_one_out_of_hunk_comment_fails_whole(
     assert error.status == 422
     assert error.message == "Unprocessable Entity"
     assert any("could not be resolved" in str(e) for e in error.errors)
+    assert error.request_id  # GitHub's x-github-request-id, for a support ticket
     assert not env.world.reviews and not env.world.review_comments
     posted = await env.client.post_json(env.inst, path, review(22))
     assert posted["state"] == "COMMENTED"
@@ -467,6 +493,22 @@ async def test_a_reaction_is_201_when_new_and_200_when_repeated(env: Env) -> Non
     assert (first.status_code, second.status_code) == (201, 200)
     assert first.json()["id"] == second.json()["id"]
     assert len(comment.reactions) == 1
+
+
+@pytest.mark.anyio
+async def test_a_missing_permission_is_forbidden_not_a_rate_limit(
+        env: Env, guard: LeakGuard) -> None:
+    # Installed with pull_requests: read only. A reaction on a PR's conversation comment
+    # needs pull_requests: write in practice (whatever the docs table says).
+    env.harness.installation.permissions["pull_requests"] = "read"
+    comment = env.world.add_issue_comment(REPO, 1, user="alice", body="/review")
+    error = await guard.raises(Forbidden, env.client.post_json(
+        env.inst, f"/repos/{REPO}/issues/comments/{comment.id}/reactions",
+        {"content": "eyes"}, idempotent=True))
+    assert error.message == "Resource not accessible by integration"
+    assert error.accepted_permissions == "pull_requests=write"
+    assert env.sleep.waits == []  # a permission 403 is not waited on
+    assert not comment.reactions
 
 
 # -- the guard itself --------------------------------------------------------------------------

@@ -13,26 +13,32 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from itertools import pairwise
 
 import httpx
 import pytest
 
 from service.github import Forbidden, RateLimited, RetryPolicy, ServerError
+from tests import test_github_integration as shared
 from tests.simulator import Settings
 from tests.simulator.harness import REPO
-from tests.test_github_integration import (  # noqa: F401 (fixtures)
+from tests.test_github_integration import (
     PR1,
     START,
     Env,
     LeakGuard,
     MakeEnv,
-    anyio_backend,
-    env,
-    guard,
-    make_env,
 )
 
+# The shared fixtures (set-up and leak guard) of test_github_integration.py.
+anyio_backend = shared.anyio_backend
+env = shared.env
+guard = shared.guard
+make_env = shared.make_env
+
+
 COMMENTS = f"/repos/{REPO}/issues/1/comments"
+FAST_TIMEOUT = httpx.Timeout(0.1)  # for the slow-response tests (real fractions of a second)
 
 
 def key(env: Env) -> str:
@@ -45,7 +51,13 @@ def statuses(env: Env, method: str, path: str) -> list[int | None]:
 
 # -- primary rate limit ---------------------------------------------------------------------
 @pytest.mark.anyio
-async def test_primary_limit_spent_waits_until_reset_then_succeeds(env: Env) -> None:
+@pytest.mark.parametrize("skew", [0, 30, -90])
+async def test_primary_limit_spent_waits_until_reset_then_succeeds(
+        make_env: MakeEnv, skew: float) -> None:
+    # x-ratelimit-reset is an instant on GitHub's clock: however wrong the host clock is,
+    # the client waits exactly until then (measured against GitHub's `Date`), neither
+    # waking early to ask again while limited nor oversleeping.
+    env = await make_env(skew=skew)
     await env.client.get_json(env.inst, PR1)  # opens the hour's window at START
     env.world.clock.advance(50 * 60)
     env.world.limiter.set_remaining(key(env), 0, env.world.clock.timestamp())
@@ -67,6 +79,7 @@ async def test_primary_limit_beyond_max_wait_raises_rate_limited(
     env.world.limiter.set_remaining(key(env), 0, env.world.clock.timestamp())
     error = await guard.raises(RateLimited, env.client.get_json(env.inst, PR1))
     assert (error.kind, error.status) == ("primary", 403)
+    assert error.resource == "core"
     assert error.until == START + timedelta(hours=1)
     assert "API rate limit exceeded" in error.message
     assert env.sleep.waits == []
@@ -89,7 +102,7 @@ async def test_secondary_limit_mid_burst_waits_retry_after_and_posts_once(env: E
     assert statuses(env, "POST", COMMENTS) == [201, 201, 403, 201, 201, 201]
     assert 30.0 in env.sleep.waits
     writes = env.world.requests.matching("POST", COMMENTS)
-    gaps = [(b.at - a.at).total_seconds() for a, b in zip(writes, writes[1:], strict=False)]
+    gaps = [(b.at - a.at).total_seconds() for a, b in pairwise(writes)]
     assert min(gaps) >= 1.0
     assert gaps[2] >= 30.0  # the retry came Retry-After seconds after the refusal
 
@@ -109,6 +122,21 @@ async def test_githubs_content_creation_limit_is_waited_out(make_env: MakeEnv) -
 
 
 @pytest.mark.anyio
+async def test_the_hourly_content_limit_beyond_max_wait_raises_rate_limited(
+        make_env: MakeEnv, guard: LeakGuard) -> None:
+    env = await make_env(settings=Settings(secondary_per_hour=2))
+    for n in range(2):
+        await env.client.post_json(env.inst, COMMENTS, {"body": f"note {n}"})
+    error = await guard.raises(RateLimited,
+                               env.client.post_json(env.inst, COMMENTS, {"body": "third"}))
+    assert (error.kind, error.status) == ("secondary", 403)
+    # Retry-After is when the first of the hour's writes (at START) leaves the window.
+    assert error.until == START + timedelta(hours=1)
+    assert len(env.world.issue_comments) == 2
+    assert env.sleep.waits == [1.0, 1.0]  # only the write spacing: 3598 s is not slept
+
+
+@pytest.mark.anyio
 async def test_writes_are_spaced_per_installation_and_reads_are_not(env: Env) -> None:
     world = env.world
     world.add_repository("beta/tools")
@@ -122,10 +150,8 @@ async def test_writes_are_spaced_per_installation_and_reads_are_not(env: Env) ->
     )
     mine = [r.at for r in world.requests.matching("POST", COMMENTS)]
     theirs = [r.at for r in world.requests.matching("POST", other_comments)]
-    reads = [r.at for r in world.requests.matching("GET", PR1)]
     for times in (mine, theirs):
-        assert all((b - a).total_seconds() >= 1.0 for a, b in zip(times, times[1:],
-                                                                  strict=False))
+        assert all((b - a).total_seconds() >= 1.0 for a, b in pairwise(times))
     # The other installation's writes and the reads are not queued behind this one's
     # writes. (The fake sleep advances the one shared clock at once, so "not queued" is
     # seen in the order of arrival rather than in equal timestamps.)
@@ -179,14 +205,38 @@ async def test_a_dropped_post_is_not_retried(env: Env, guard: LeakGuard) -> None
 
 
 @pytest.mark.anyio
-async def test_an_idempotent_post_is_retried_after_a_drop(env: Env) -> None:
+@pytest.mark.parametrize("applied", [False, True])
+async def test_an_idempotent_post_is_retried_after_a_drop(env: Env, applied: bool) -> None:
     comment = env.world.add_issue_comment(REPO, 1, user="alice", body="/review")
     path = f"/repos/{REPO}/issues/comments/{comment.id}/reactions"
-    env.world.faults.drop(method="POST", path_glob=path)
+    env.world.faults.drop(method="POST", path_glob=path, applied=applied)
     response = await env.client.request(env.inst, "POST", path, json={"content": "eyes"},
                                         idempotent=True)
-    assert response.status_code == 201
-    assert statuses(env, "POST", path) == [None, 201]
+    # If GitHub had applied the lost request, the retry finds the reaction there (200):
+    # reactions de-duplicate, which is what makes retrying them safe.
+    assert response.status_code == (200 if applied else 201)
+    assert statuses(env, "POST", path) == [None, response.status_code]
+    assert len(comment.reactions) == 1
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("fault", ["server_error", "drop", "slow"])
+async def test_a_post_github_applied_but_did_not_answer_is_not_posted_twice(
+        make_env: MakeEnv, guard: LeakGuard, fault: str) -> None:
+    # GitHub created the comment, then the answer was lost: a 502, a dropped connection,
+    # or an answer slower than the client's timeout. A retry would post it twice.
+    env = await make_env(timeout=FAST_TIMEOUT)
+    await env.client.installation_token(env.inst)
+    faults = env.world.faults
+    if fault == "server_error":
+        faults.server_error(method="POST", path_glob=COMMENTS, applied=True)
+    elif fault == "drop":
+        faults.drop(method="POST", path_glob=COMMENTS, applied=True)
+    else:
+        faults.slow(method="POST", path_glob=COMMENTS, delay=5.0, applied=True)
+    await guard.raises(ServerError, env.client.post_json(env.inst, COMMENTS, {"body": "once"}))
+    assert [c.body for c in env.world.issue_comments.values()] == ["once"]
+    assert len(env.world.requests.matching("POST", COMMENTS)) == 1
 
 
 @pytest.mark.anyio
@@ -227,7 +277,6 @@ async def test_a_suspended_installation_cannot_mint(env: Env, guard: LeakGuard) 
 
 
 # -- slow responses -------------------------------------------------------------------------
-FAST_TIMEOUT = httpx.Timeout(0.1)
 
 
 @pytest.mark.anyio

@@ -26,11 +26,17 @@ from service.github import (
     GitHubClient,
     InstallationTokens,
     NotAcceptable,
+    ServerError,
+    SignatureError,
+    check_signature,
     list_installation_repositories,
+    parse_body,
 )
-from tests.simulator import Settings, SimClock, SimulatorTransport
+from tests import test_github_integration as shared
+from tests.simulator import Settings, SimClock, SimulatorTransport, WebhookSender
 from tests.simulator.harness import APP_ID, REPO, SAMPLE_DIFF, Harness, app_key_pair
-from tests.test_github_integration import (  # noqa: F401 (fixtures)
+from tests.simulator.webhooks import ContentType
+from tests.test_github_integration import (
     PR1,
     START,
     Env,
@@ -38,12 +44,15 @@ from tests.test_github_integration import (  # noqa: F401 (fixtures)
     MakeEnv,
     RecordingJWT,
     SimSleep,
-    anyio_backend,
-    env,
-    guard,
     key_lines,
-    make_env,
 )
+
+# The shared fixtures (set-up and leak guard) of test_github_integration.py.
+anyio_backend = shared.anyio_backend
+env = shared.env
+guard = shared.guard
+make_env = shared.make_env
+
 
 ROOT = Path(__file__).resolve().parents[1]
 STANDALONE_APP = 77
@@ -68,6 +77,34 @@ async def test_a_diff_over_githubs_limit_is_not_acceptable_too_large(
     assert error.too_large
     files = [f["filename"] async for f in env.client.paginate(env.inst, f"{PR1}/files")]
     assert files == ["src/app.py", "README.md"]
+
+
+# -- webhooks: the simulator's sender against the service's verifier -------------------------
+@pytest.mark.anyio
+@pytest.mark.parametrize("content_type", ["json", "form"])
+async def test_the_simulators_deliveries_verify_and_parse(
+        env: Env, guard: LeakGuard, content_type: ContentType) -> None:
+    # The App's own comment, posted through the client, is what GitHub then delivers.
+    posted = await env.client.post_json(env.inst, f"/repos/{REPO}/issues/1/comments",
+                                        {"body": "Reviewing now"})
+    (event,) = env.world.events
+    secret = env.harness.app.webhook_secret
+    assert secret is not None
+    async with httpx.AsyncClient() as unused:  # build() needs no connection
+        sender = WebhookSender(unused, url="/hook", secret=secret, app_id=APP_ID,
+                               content_type=content_type)
+        delivery = sender.build(event.event, event.payload)
+    headers = delivery.headers
+    check_signature(delivery.body, headers["X-Hub-Signature-256"], ["old-secret", secret])
+    payload = parse_body(delivery.body, headers["Content-Type"])
+    assert payload["comment"] == posted
+    assert payload["comment"]["performed_via_github_app"]["id"] == APP_ID
+    with pytest.raises(SignatureError) as wrong:
+        check_signature(delivery.body, headers["X-Hub-Signature-256"], ["not-the-secret"])
+    assert guard.saw(wrong.value).reason == "mismatch"
+    with pytest.raises(SignatureError) as legacy:  # the SHA-1 header is never enough
+        check_signature(delivery.body, headers["X-Hub-Signature"], [secret])
+    assert guard.saw(legacy.value).reason == "unsupported_algorithm"
 
 
 # -- GitHub Enterprise Server layout -------------------------------------------------------------
@@ -96,7 +133,7 @@ async def test_a_ghes_base_keeps_its_api_v3_path_through_tokens_and_pages(
     guard.check()
 
 
-# -- the standalone simulator ------------------------------------------------------------------------
+# -- the standalone simulator ----------------------------------------------------------------
 @pytest.fixture
 def standalone(tmp_path: Path) -> Iterator[str]:
     """A simulator process seeded from a state file; yields its printed base URL."""
@@ -177,6 +214,16 @@ async def test_the_client_talks_to_the_standalone_simulator_over_loopback(
             assert added.status_code < 300
             pull = await client.get_json(STANDALONE_INSTALLATION, f"/repos/{REPO}/pulls/1")
             assert pull["head"]["sha"] == f"{1:040x}"
+            # A POST GitHub performed before the socket died: an error, and no second post.
+            comments = f"/repos/{REPO}/issues/2/comments"
+            await http.post(f"{control}/faults", json={
+                "method": "POST", "path_glob": comments, "drop": "remote_protocol",
+                "applied": True})
+            lost = await guard.raises(ServerError, client.post_json(
+                STANDALONE_INSTALLATION, comments, {"body": "once"}))
+            assert lost.status is None
+            listed = await client.get_json(STANDALONE_INSTALLATION, comments)
+            assert [c["body"] for c in listed] == ["once"]
             recorded = (await http.get(f"{control}/requests")).json()
         assert sleep.waits == [0.5]
         assert [r["status"] for r in recorded if r["path"] == f"/repos/{REPO}/pulls/1"] == [

@@ -200,3 +200,25 @@ def no_usage(engine: str, model: str | None) -> Usage:
 def unknown_usage(engine: str, model: str | None) -> Usage:
     """Usage for a run whose spend could not be read: the reservation stays charged."""
     return Usage(tokens=None, confidence="unavailable", engine=engine, model=model)
+
+
+_CONFIDENCE_ORDER: Final = ("exact", "estimated", "unavailable")
+
+
+def combine_usage(first: Usage, second: Usage) -> Usage:
+    """The usage of two calls of one run: tokens add up, confidence is the weaker one,
+    and an unknown part makes the whole unknown (the reservation then stays charged)."""
+    worst = max(first.confidence, second.confidence, key=_CONFIDENCE_ORDER.index)
+    tokens = (None if first.tokens is None or second.tokens is None
+              else first.tokens + second.tokens)
+    if tokens is None:
+        worst = "unavailable"
+    # The later call names the model actually used (the first may be the configured one).
+    return Usage(tokens=tokens, confidence=worst, engine=first.engine or second.engine,
+                 model=second.model or first.model)
+
+
+def estimate_tokens(*texts: str) -> int:
+    """A rough token count for text a server did not count: one token per 4 characters
+    (rounded up per text), the usual rule of thumb for English and code."""
+    return sum(-(-len(text) // 4) for text in texts)

@@ -29,8 +29,8 @@ from typing import Final
 
 import anyio
 
-from service.budget import Confidence, Usage
-from service.engine.base import EngineRequest, EngineResult, no_usage
+from service.budget import Usage
+from service.engine.base import EngineRequest, EngineResult, combine_usage, no_usage
 from service.engine.findings import Answer, InvalidAnswer, parse_answer_text
 from service.engine.process import Verdict, run_process
 from service.engine.prompt import build_prompt, repair_prompt, system_rules
@@ -89,21 +89,20 @@ def claude_argv(command: Sequence[str], *, max_turns: int, model: str | None,
 
 @dataclass(frozen=True)
 class _Spent:
-    """Usage and cost accumulated over the run's calls."""
+    """Usage and reported dollar cost accumulated over the run's calls."""
 
-    tokens: int | None
-    confidence: Confidence
-    model: str | None
+    usage: Usage
     cost: float | None
 
-    def plus(self, outcome: Outcome) -> _Spent:
-        order: tuple[Confidence, ...] = ("exact", "estimated", "unavailable")
-        worst = max(self.confidence, outcome.confidence, key=order.index)
-        tokens = (None if worst == "unavailable" or self.tokens is None
-                  or outcome.tokens is None else self.tokens + outcome.tokens)
-        cost = (self.cost or 0.0) + (outcome.cost_usd or 0.0) if (
-            self.cost is not None or outcome.cost_usd is not None) else None
-        return _Spent(tokens, worst, self.model or outcome.model, cost)
+    @classmethod
+    def of(cls, outcome: Outcome, engine: str, model: str | None) -> _Spent:
+        return cls(Usage(tokens=outcome.tokens, confidence=outcome.confidence,
+                         engine=engine, model=outcome.model or model), outcome.cost_usd)
+
+    def plus(self, other: _Spent) -> _Spent:
+        cost = None if self.cost is None and other.cost is None else (
+            (self.cost or 0.0) + (other.cost or 0.0))
+        return _Spent(combine_usage(self.usage, other.usage), cost)
 
 
 class ClaudeCodeEngine:
@@ -164,7 +163,7 @@ class ClaudeCodeEngine:
                                  token_cap=request.max_run_tokens)
         if isinstance(first, EngineResult):
             return first
-        spent = _Spent(first.tokens, first.confidence, first.model, first.cost_usd)
+        spent = _Spent.of(first, self.name, self._model)
         if first.stop_reason != "completed" or first.answer is None:
             return self._result(spent, first, first.stop_reason, first.detail)
         try:
@@ -175,8 +174,9 @@ class ClaudeCodeEngine:
         log.info("invalid answer, one repair attempt: %s", problem,
                  extra={**request.log_extra, "engine": self.name})
         left_seconds = request.wall_clock_seconds - (anyio.current_time() - started)
-        left_tokens = request.max_run_tokens - (spent.tokens or 0)
-        if left_seconds < MIN_REPAIR_SECONDS or spent.tokens is None or left_tokens <= 0:
+        left_tokens = request.max_run_tokens - (spent.usage.tokens or 0)
+        if (left_seconds < MIN_REPAIR_SECONDS or spent.usage.tokens is None
+                or left_tokens <= 0):
             return self._result(spent, first, "engine_error",
                                 f"invalid answer ({problem}); no time or tokens left to repair")
         second = await self._call(
@@ -185,7 +185,7 @@ class ClaudeCodeEngine:
             token_cap=left_tokens)
         if isinstance(second, EngineResult):  # cannot start now: keep the first call's usage
             return self._result(spent, first, "engine_error", f"repair failed: {second.detail}")
-        spent = spent.plus(second)
+        spent = spent.plus(_Spent.of(second, self.name, self._model))
         if second.stop_reason != "completed" or second.answer is None:
             return self._result(spent, second, second.stop_reason,
                                 f"repair attempt: {second.detail}")
@@ -233,11 +233,8 @@ class ClaudeCodeEngine:
     def _result(self, spent: _Spent, last: Outcome, stop_reason: str, detail: str,
                 answer: Answer | None = None) -> EngineResult:
         parsed = answer
-        usage = Usage(tokens=spent.tokens if spent.confidence != "unavailable" else None,
-                      confidence=spent.confidence, engine=self.name,
-                      model=spent.model or self._model)
         return EngineResult(
-            usage=usage, stop_reason=stop_reason,
+            usage=spent.usage, stop_reason=stop_reason,
             findings=parsed.findings if parsed else (),
             assessment=parsed.assessment if parsed else None,
             description=parsed.description if parsed else None,

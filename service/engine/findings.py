@@ -127,7 +127,7 @@ def extract_json(text: str) -> Any:
     for candidate in candidates:
         try:
             return json.loads(candidate)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: absurdly deep nesting
             continue
     raise InvalidAnswer("the answer contains no parseable JSON object")
 

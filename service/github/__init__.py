@@ -5,6 +5,7 @@
 - ``webhooks``: signature checks and body parsing for deliveries (pure).
 - ``errors``: the typed failures a caller acts on.
 - ``ratelimit``, ``urls``, ``conditional``: the pure rules the client applies.
+- ``github_clock``: GitHub's time from ``Date`` headers, for its reset instants.
 
 See docs/GITHUB.md.
 """

@@ -14,6 +14,9 @@ GitHub's rules (reference GITHUB-PLATFORM.md §6.4), in the order applied:
 3. Give up after a bounded number of waits, or at once when the wait is longer than a
    worker should hold its lease for (``RetryPolicy.max_wait``).
 
+``x-ratelimit-reset`` and an HTTP-date ``Retry-After`` are instants on GitHub's clock, so
+the ``now`` given to these functions is GitHub's (see ``github_clock``), not the host's.
+
 Server errors and dropped connections are retried a bounded number of times with
 exponential back-off and jitter (the random source is a parameter).
 """

@@ -10,7 +10,9 @@ allow, applying the pure decisions of ``ratelimit`` and ``conditional``:
   whether their absence is a first request or the cost of a token rotation;
 - on a 401 it drops the installation token and tries once with a new one; on a rate limit
   it waits as GitHub says; on 5xx or a dropped connection it backs off with jitter; and
-  otherwise it raises the typed error.
+  otherwise it raises the typed error;
+- it measures limit resets and HTTP-date ``Retry-After`` on GitHub's clock (from ``Date``,
+  see ``github_clock``), so a skewed host clock neither wakes early nor oversleeps.
 
 Credentials exist only in the per-attempt header dict handed to httpx; logs carry the
 installation id, method, API path, status and attempt, never a header.
@@ -37,6 +39,7 @@ from service.github.conditional import (
     token_fingerprint,
 )
 from service.github.errors import RateLimited, ServerError, error_for_status
+from service.github.github_clock import GitHubClock
 from service.github.ratelimit import (
     RateLimit,
     RetryPolicy,
@@ -159,6 +162,7 @@ class Requester:
         self._write_locks: dict[Actor, asyncio.Lock] = {}
         self._last_write: dict[Actor, datetime] = {}
         self._last_fingerprint: dict[str, str] = {}
+        self._github_clock = GitHubClock(self._now)  # for GitHub's instants (resets)
         self.stats = ConditionalStats()
 
     def rate_limit(self, actor: Actor, resource: str) -> RateLimit | None:
@@ -234,6 +238,7 @@ class Requester:
                 continue
             if call.write:
                 self._last_write[call.actor] = self._now()
+            self._github_clock.observe(response.headers)
             self._record_rate_limit(call.actor, response.headers)
             status = response.status_code
             log.debug("github response", extra={**self._log_extra(call, budget),
@@ -283,11 +288,12 @@ class Requester:
             self.tokens.invalidate(call.actor, token)
             log.info("token refused; minting a fresh one", extra=extra)
             return
+        now = self._now()
+        github_now = self._github_clock.at(now)  # resets and HTTP dates are GitHub's instants
         kind = classify_rate_limit(status, response.headers, message)
         if kind is not None:
-            now = self._now()
-            wait = rate_limit_wait(response.headers, now, budget.rate_limit_waits)
-            until = now + timedelta(seconds=wait)
+            wait = rate_limit_wait(response.headers, github_now, budget.rate_limit_waits)
+            until = now + timedelta(seconds=wait)  # when to retry, on our clock
             if (budget.rate_limit_waits >= self._policy.rate_limit_retries
                     or wait > self._policy.max_wait.total_seconds()):
                 limit = parse_rate_limit(response.headers)
@@ -300,7 +306,7 @@ class Requester:
                         extra={**extra, "limit_kind": kind, "wait_seconds": wait})
             await self._sleep(wait)
             return
-        retry_after = parse_retry_after(response.headers.get("retry-after"), self._now())
+        retry_after = parse_retry_after(response.headers.get("retry-after"), github_now)
         patient = retry_after is None or retry_after <= self._policy.max_wait.total_seconds()
         retries_left = budget.server_retries < self._policy.server_retries
         if status >= 500 and call.idempotent and retries_left and patient:
@@ -329,12 +335,15 @@ class Requester:
         known = self._limits.get((call.actor, call.resource))
         if known is None or known.remaining > 0:
             return
-        wait = (known.reset - self._now()).total_seconds()
+        now = self._now()
+        # The reset is an instant on GitHub's clock: measure it there.
+        wait = (known.reset - self._github_clock.at(now)).total_seconds()
         if wait <= 0:
             return
         if wait > self._policy.max_wait.total_seconds():
             raise RateLimited(
-                f"{call.resource} rate limit spent until reset", until=known.reset,
+                f"{call.resource} rate limit spent until reset",
+                until=now + timedelta(seconds=wait),
                 kind="primary", resource=call.resource, method=call.method, path=call.path,
             )
         log.warning("github rate limit spent: waiting for reset",

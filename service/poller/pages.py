@@ -21,19 +21,27 @@ Params = Mapping[str, str | int | bool]
 
 @dataclass
 class Tally:
-    """Requests a poll made, and how many of them GitHub answered 304."""
+    """Requests a poll made, how many GitHub answered 304, and how many of the counted
+    ones were a cold start's seeding (spent once per stream, not every cycle)."""
 
     requests: int = 0
     not_modified: int = 0
+    seeding: int = 0
 
     @property
     def counted(self) -> int:
         """Requests that counted against the installation's primary rate limit."""
         return self.requests - self.not_modified
 
+    @property
+    def recurring(self) -> int:
+        """Counted requests a later cycle may spend again: all but the seeding."""
+        return self.counted - self.seeding
+
     def add(self, other: Tally) -> None:
         self.requests += other.requests
         self.not_modified += other.not_modified
+        self.seeding += other.seeding
 
 
 @dataclass(frozen=True)
@@ -62,23 +70,25 @@ def _items(data: Any, path: str) -> list[Any]:
 
 async def fetch_page(
     client: GitHubClient, installation_id: int, path: str, params: Params | None, *,
-    conditional: bool, tally: Tally,
+    conditional: bool, tally: Tally, seeding: bool = False,
 ) -> Page:
     """GET one page as ``installation_id``.
 
     ``conditional`` sends the validators stored for this token (and stores the new ones);
     otherwise the request is a plain GET whose answer is always a full page. ``path`` may
-    be a ``Link`` URL, which already carries its whole query.
+    be a ``Link`` URL, which already carries its whole query. ``seeding`` marks a counted
+    request as a cold start's (see ``Tally``).
     """
+    tally.requests += 1
     if conditional:
         result = await client.get_conditional(installation_id, path, params)
-        tally.requests += 1
         if result.not_modified:
             tally.not_modified += 1
             return Page(None, result.links.get("next"))
+        tally.seeding += int(seeding)
         return Page(_items(result.data, path), result.links.get("next"))
     response = await client.request(installation_id, "GET", path, params=params)
-    tally.requests += 1
+    tally.seeding += int(seeding)
     try:
         data = response.json()
     except ValueError:

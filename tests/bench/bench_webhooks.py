@@ -183,6 +183,12 @@ async def load(port: int, requests: list[bytes], concurrency: int,
     return time.perf_counter() - started, latencies
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process ``pid`` has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def percentile(values: list[float], pct: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * pct / 100))]
@@ -229,13 +235,13 @@ def main(argv: list[str] | None = None) -> int:
              "--port", str(port)], cwd=Path(__file__).resolve().parents[2])
         try:
             wait_ready(port, child)
-            return asyncio.run(compare(port, args, directory))
+            return asyncio.run(compare(port, args, directory, child.pid))
         finally:
             child.terminate()
             child.wait(timeout=30)
 
 
-async def compare(port: int, args: argparse.Namespace, directory: Path) -> int:
+async def compare(port: int, args: argparse.Namespace, directory: Path, pid: int) -> int:
     sent = 0
     warm = deliveries(args.warmup, 0)
     sent += len(warm)
@@ -244,7 +250,8 @@ async def compare(port: int, args: argparse.Namespace, directory: Path) -> int:
                8, {202})
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; {args.requests} requests "
           "per route and level; latency in ms")
-    print(f"{'conc':>4} {'route':>8} {'req/s':>8} {'p50':>7} {'p99':>7} {'ratio':>6}")
+    print(f"{'conc':>4} {'route':>8} {'req/s':>8} {'p50':>7} {'p99':>7} {'cpu/req':>8} "
+          f"{'ratio':>6}")
     results = []
     for concurrency in args.concurrency:
         hooks = deliveries(args.requests, sent)
@@ -252,17 +259,21 @@ async def compare(port: int, args: argparse.Namespace, directory: Path) -> int:
         bare = [raw.replace(b"POST /webhook ", b"POST /bare ", 1) for raw in hooks]
         row = {}
         for route, batch in (("bare", bare), ("webhook", hooks)):
+            cpu = cpu_seconds(pid)
             seconds, latencies = await load(port, batch, concurrency, {202})
+            cpu = cpu_seconds(pid) - cpu
             row[route] = (len(batch) / seconds, percentile(latencies, 50) * 1000,
-                          percentile(latencies, 99) * 1000)
+                          percentile(latencies, 99) * 1000, cpu / len(batch) * 1000)
         ratio = row["webhook"][0] / row["bare"][0]
         for route in ("bare", "webhook"):
-            rate, p50, p99 = row[route]
+            rate, p50, p99, cpu_ms = row[route]
             shown = f"{ratio:6.0%}" if route == "webhook" else ""
-            print(f"{concurrency:>4} {route:>8} {rate:>8.0f} {p50:>7.2f} {p99:>7.2f} {shown:>6}")
+            print(f"{concurrency:>4} {route:>8} {rate:>8.0f} {p50:>7.2f} {p99:>7.2f} "
+                  f"{cpu_ms:>8.3f} {shown:>6}")
         results.append({"concurrency": concurrency, "ratio": ratio, **{
             f"{route}_{name}": value for route in row
-            for name, value in zip(("rps", "p50_ms", "p99_ms"), row[route], strict=True)}})
+            for name, value in zip(("rps", "p50_ms", "p99_ms", "cpu_ms"), row[route],
+                                   strict=True)}})
     db = sqlite3.connect(directory / "bench.db")
     try:
         recorded = db.execute("SELECT COUNT(*) FROM deliveries").fetchone()[0]

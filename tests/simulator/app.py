@@ -1,7 +1,8 @@
 """The simulator's ASGI application: GitHub's request pipeline around the route handlers.
 
 For every API request, in GitHub's order: record it; let a scheduled fault answer, delay
-or drop it; authenticate (JWT or installation token); count it against the primary rate
+or drop it (before anything happens, or with ``applied`` after the request was performed);
+authenticate (JWT or installation token); count it against the primary rate
 limit (403/429 when exhausted); check the secondary limits (in-flight requests, content
 creation) for writes; run the handler; for a GET 200 attach a token-specific ETag (and
 ``Last-Modified`` for single resources) and answer 304 to a matching ``If-None-Match``
@@ -89,23 +90,26 @@ class SimulatorApp:
             headers=headers, body=body, at=self.world.now(), monotonic=time.monotonic(),
             credential=credential)
         self.world.requests.append(record)
-        delay = 0.0
         fault = self.world.faults.take(request.method, path)
         if fault is not None:
             record.fault = fault.label
-            if fault.status is None and fault.drop is None:
-                delay = fault.delay  # slow but otherwise normal: sleep while "in flight"
-            else:
-                if fault.delay > 0:
-                    await anyio.sleep(fault.delay)
-                if fault.drop is not None:
-                    await _drop(fault.drop, send)
-                    return
-                response = self._fault_response(fault)
-                record.status = response.status_code
-                await response(scope, receive, send)
+        if fault is None or (fault.is_slow_only and not fault.applied):
+            # No fault, or slow but otherwise normal: sleep while "in flight".
+            delay = fault.delay if fault is not None else 0.0
+            response = await self._dispatch(request, path, body, delay)
+        else:
+            # With ``applied`` GitHub does the work; only the answer goes wrong.
+            performed = await self._dispatch(request, path, body, 0.0) if fault.applied else None
+            if fault.delay > 0:
+                await anyio.sleep(fault.delay)
+            if fault.drop is not None:
+                await _drop(fault.drop, send)
                 return
-        response = await self._dispatch(request, path, body, delay)
+            if fault.status is not None:
+                response = self._fault_response(fault)
+            else:
+                assert performed is not None  # applied and slow: the real answer, late
+                response = performed
         record.status = response.status_code
         await response(scope, receive, send)
 

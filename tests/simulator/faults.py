@@ -14,6 +14,14 @@ Faults are checked in the order they were added; the first live match fires.
 matches ``/``. ``skip`` lets the first N matching requests through; ``times=None``
 fires forever.
 
+By default a fault strikes before GitHub does anything. ``applied=True`` models the
+other half of real failures: GitHub authenticated, counted and *performed* the request
+(the comment exists, the review is posted), and then the answer was lost: replaced by
+the fault's status, dropped, or delayed past the client's timeout. This is why a client
+must not blindly retry a ``POST`` after a 5xx, a drop or a timeout.
+
+    world.faults.server_error(method="POST", path_glob="/repos/*/comments", applied=True)
+
 Connection drops: in-process (through ``SimulatorTransport``) the transport raises
 ``httpx.RemoteProtocolError`` ("Server disconnected without sending a response.") or
 ``httpx.ReadError``; under the standalone server the socket is closed without a byte of
@@ -57,6 +65,7 @@ class Fault:
     times: int | None = 1
     skip: int = 0
     label: str = "fault"
+    applied: bool = False  # the request is performed first; only its answer is lost
     seen: int = 0  # matching requests observed (including skipped ones)
     fired: int = 0
 
@@ -73,6 +82,11 @@ class Fault:
         return (self.method == "*" or self.method == method.upper()) and fnmatch.fnmatchcase(
             path, self.path_glob
         )
+
+    @property
+    def is_slow_only(self) -> bool:
+        """A delay that then answers normally (no status, no drop)."""
+        return self.status is None and self.drop is None
 
     @property
     def exhausted(self) -> bool:
@@ -105,29 +119,31 @@ class FaultSchedule:
         times: int | None = 1,
         skip: int = 0,
         label: str = "fault",
+        applied: bool = False,
     ) -> Fault:
         fault = Fault(
             method=method, path_glob=path_glob, status=status, body=body,
             headers=dict(headers or {}), delay=delay, drop=drop, times=times, skip=skip,
-            label=label,
+            label=label, applied=applied,
         )
         self.faults.append(fault)
         return fault
 
     def server_error(
         self, *, method: str = "*", path_glob: str = "*", status: int = 502,
-        times: int | None = 1, skip: int = 0,
+        times: int | None = 1, skip: int = 0, applied: bool = False,
     ) -> Fault:
         return self.add(method=method, path_glob=path_glob, status=status, times=times,
-                        skip=skip, label=f"server_error_{status}")
+                        skip=skip, label=f"server_error_{status}", applied=applied)
 
     def slow(
         self, *, method: str = "*", path_glob: str = "*", delay: float,
-        times: int | None = 1, skip: int = 0,
+        times: int | None = 1, skip: int = 0, applied: bool = False,
     ) -> Fault:
-        """Delay matching requests by ``delay`` real seconds, then answer normally."""
+        """Delay matching requests by ``delay`` real seconds, then answer normally
+        (with ``applied=True``: perform the request first, then delay its answer)."""
         return self.add(method=method, path_glob=path_glob, delay=delay, times=times,
-                        skip=skip, label="slow")
+                        skip=skip, label="slow", applied=applied)
 
     def secondary_limit(
         self, *, method: str = "*", path_glob: str = "*", retry_after: int | None = 60,
@@ -141,10 +157,10 @@ class FaultSchedule:
 
     def drop(
         self, *, method: str = "*", path_glob: str = "*", kind: DropKind = "remote_protocol",
-        times: int | None = 1, skip: int = 0,
+        times: int | None = 1, skip: int = 0, applied: bool = False,
     ) -> Fault:
         return self.add(method=method, path_glob=path_glob, drop=kind, times=times,
-                        skip=skip, label=f"drop_{kind}")
+                        skip=skip, label=f"drop_{kind}", applied=applied)
 
     def fail_token_mint(
         self, *, installation_id: int | None = None, status: int = 500,
@@ -172,7 +188,7 @@ class FaultSchedule:
     @classmethod
     def fault_from_json(cls, data: dict[str, Any]) -> Fault:
         allowed = {"method", "path_glob", "status", "body", "headers", "delay", "drop",
-                   "times", "skip", "label"}
+                   "times", "skip", "label", "applied"}
         unknown = sorted(set(data) - allowed)
         if unknown:
             raise ValueError(f"unknown fault fields: {', '.join(unknown)}")

@@ -1,0 +1,172 @@
+"""The circuit breaker and the calibration: the only feedback from reality into the limits.
+
+Every configured limit is a guess, and a guess that is too high is the one failure the
+windows cannot see: they report healthy utilisation while the plan refuses. When a run
+ends ``usage_limit`` the breaker *trips*: nothing is admitted until the reset the engine
+reported (or ``DEFAULT_TRIP`` when it named none), and ``calibrated_pct`` drops so the
+effective limits sit below what reality just refused, with a margin.
+
+The calibration relaxes back toward 100 % by itself, derived at read time from when the
+last trip happened (no background job): ``floor(quiet days × R)`` points, where
+``R = 1 point/day ÷ (1 + trips in the last 28 days)``. Each trip slows the climb, so with
+a fixed real limit the trips get rarer instead of recurring once per window.
+
+State lives in ``budget_state`` under ``calibrated_pct``, ``tripped_until``,
+``last_trip_at`` and ``recent_trips`` (the trip instants of the last 28 days, as a JSON
+list). A missing key means "never": 100 %, not tripped.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Final
+
+from service.budget.windows import WindowState
+from service.store import from_db_time, to_db_time
+
+#: How long the breaker stays tripped when the engine did not say when the limit resets:
+#: the plan's session window, the shortest of its limits and the usual one to hit.
+DEFAULT_TRIP: Final = timedelta(hours=5)
+#: The calibration never drops below this: a floor that still admits a run or two.
+FLOOR_PCT: Final = 10
+#: The new effective limits sit at this share of what reality refused: a 10 % margin.
+MARGIN_PCT: Final = 90
+#: Trips within this long slow the relaxation (each one divides its rate).
+TRIP_MEMORY: Final = timedelta(days=28)
+#: One point of calibration per this long, divided by (1 + recent trips).
+RELAX_STEP: Final = timedelta(days=1)
+
+CALIBRATED_PCT: Final = "calibrated_pct"
+TRIPPED_UNTIL: Final = "tripped_until"
+LAST_TRIP_AT: Final = "last_trip_at"
+RECENT_TRIPS: Final = "recent_trips"
+KEYS: Final = (CALIBRATED_PCT, TRIPPED_UNTIL, LAST_TRIP_AT, RECENT_TRIPS)
+
+_READ = "SELECT key, value FROM budget_state WHERE key IN (" + ", ".join(
+    f"'{k}'" for k in KEYS) + ")"
+_WRITE = ("INSERT INTO budget_state (key, value) VALUES (?, ?)"
+          " ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+_RESET = "DELETE FROM budget_state WHERE key IN (" + ", ".join(f"'{k}'" for k in KEYS) + ")"
+
+
+class BreakerStateError(ValueError):
+    """A ``budget_state`` value the breaker cannot read (edited by hand?)."""
+
+
+@dataclass(frozen=True)
+class BreakerState:
+    """The breaker as stored. The defaults are a store that has never tripped."""
+
+    calibrated_pct: int = 100
+    tripped_until: datetime | None = None
+    last_trip_at: datetime | None = None
+    trips: tuple[datetime, ...] = ()
+
+    def tripped(self, now: datetime) -> bool:
+        return self.tripped_until is not None and now < self.tripped_until
+
+    def trips_within_memory(self, now: datetime) -> int:
+        """Trips in the 28 days up to ``now`` (later ones, if the clock went back, count)."""
+        return sum(1 for t in self.trips if t > now - TRIP_MEMORY)
+
+    def effective_pct(self, now: datetime) -> int:
+        """The calibration in force at ``now``: stored, plus what quiet time has relaxed.
+
+        Integer arithmetic on microseconds: ``floor(quiet / (1 day × (1 + trips)))``.
+        """
+        if self.last_trip_at is None or self.calibrated_pct >= 100:
+            return min(100, self.calibrated_pct)
+        quiet = max(timedelta(0), now - self.last_trip_at)
+        step = RELAX_STEP * (1 + self.trips_within_memory(now))
+        return min(100, self.calibrated_pct + quiet // step)
+
+
+def _parse_time(key: str, value: str) -> datetime:
+    try:
+        return from_db_time(value)
+    except ValueError:
+        raise BreakerStateError(
+            f"budget_state {key} holds {value!r}, not a time; "
+            "`pr-review-agent budget --reset-calibration` clears it") from None
+
+
+def read_breaker(conn: sqlite3.Connection) -> BreakerState:
+    """The breaker's state from ``budget_state`` (one indexed read of four keys).
+
+    A value that cannot be read raises ``BreakerStateError`` rather than being guessed
+    at: an admit that fails admits nothing, which is the safe direction.
+    """
+    values = {str(k): str(v) for k, v in conn.execute(_READ)}
+    if not values:
+        return BreakerState()
+    pct = values.get(CALIBRATED_PCT, "100")
+    if not pct.isdigit() or not FLOOR_PCT <= int(pct) <= 100:
+        raise BreakerStateError(
+            f"budget_state {CALIBRATED_PCT} holds {pct!r}, not a percentage from "
+            f"{FLOOR_PCT} to 100; `pr-review-agent budget --reset-calibration` clears it")
+    until = values.get(TRIPPED_UNTIL)
+    last = values.get(LAST_TRIP_AT)
+    try:
+        raw_trips = json.loads(values.get(RECENT_TRIPS, "[]"))
+        if not isinstance(raw_trips, list) or not all(isinstance(t, str) for t in raw_trips):
+            raise TypeError
+    except (ValueError, TypeError):
+        raise BreakerStateError(
+            f"budget_state {RECENT_TRIPS} is not a JSON list of times; "
+            "`pr-review-agent budget --reset-calibration` clears it") from None
+    return BreakerState(
+        calibrated_pct=int(pct),
+        tripped_until=None if until is None else _parse_time(TRIPPED_UNTIL, until),
+        last_trip_at=None if last is None else _parse_time(LAST_TRIP_AT, last),
+        trips=tuple(_parse_time(RECENT_TRIPS, t) for t in raw_trips),
+    )
+
+
+def recalibrated(current_pct: int, windows: Iterable[WindowState]) -> int:
+    """The calibration after a trip, from the windows measured at their *configured* limits.
+
+    ``observed`` is the highest share of a configured limit the agent had *settled* when
+    reality refused. Settled spend is a lower bound of what reality counted (an open
+    reservation may have spent anything from nothing to all of it), so limits set below
+    it are below the real one. The new value is 90 % of that, floored, but always at
+    least a point below the calibration in force (a trip means the guess was too high)
+    and never below ``FLOOR_PCT``.
+    """
+    observed = max((w.spent * MARGIN_PCT // w.limit for w in windows if w.limit > 0),
+                   default=FLOOR_PCT)
+    return max(FLOOR_PCT, min(observed, current_pct - 1))
+
+
+def trip_until(now: datetime, resets_at: datetime | None) -> datetime:
+    """When a trip at ``now`` ends: the engine's reset time, or ``DEFAULT_TRIP`` from now
+    when it gave none (or one already past, which cannot be what it meant)."""
+    return resets_at if resets_at is not None and resets_at > now else now + DEFAULT_TRIP
+
+
+def tripped_state(state: BreakerState, *, now: datetime, resets_at: datetime | None,
+                  new_pct: int) -> BreakerState:
+    """The state after a new trip at ``now``."""
+    until = trip_until(now, resets_at)
+    recent = tuple(t for t in state.trips if t > now - TRIP_MEMORY) + (now,)
+    return BreakerState(calibrated_pct=new_pct, tripped_until=until, last_trip_at=now,
+                        trips=recent)
+
+
+def write_breaker(conn: sqlite3.Connection, state: BreakerState) -> None:
+    """Store ``state`` (every key it has a value for) through ``conn``."""
+    rows = [(CALIBRATED_PCT, str(state.calibrated_pct)),
+            (RECENT_TRIPS, json.dumps([to_db_time(t) for t in state.trips]))]
+    if state.tripped_until is not None:
+        rows.append((TRIPPED_UNTIL, to_db_time(state.tripped_until)))
+    if state.last_trip_at is not None:
+        rows.append((LAST_TRIP_AT, to_db_time(state.last_trip_at)))
+    conn.executemany(_WRITE, rows)
+
+
+def reset_breaker(conn: sqlite3.Connection) -> int:
+    """Forget every trip and the calibration (back to 100 %, untripped); rows deleted."""
+    return conn.execute(_RESET).rowcount

@@ -1,0 +1,130 @@
+"""One shared budget policy: the row every process on a store obeys.
+
+Several processes (a web process and a worker process, later several hosts) spend one
+allowance from one ledger, so they must agree on the five numbers that define it:
+``enabled``, ``session_tokens``, ``weekly_tokens``, ``max_run_tokens`` and
+``reviewer_share_pct``. The ``budget_policy`` row (id 1) holds them as JSON, with the
+label of the process that published them (``authority_repo``) and when. Each claim reads
+the row in its own transaction and applies it over the process's own config; the rest of
+``BudgetConfig`` (per-person cap, pacer, dollar cap) stays each process's own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import socket
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final
+
+from service.config import BudgetConfig
+from service.store import from_db_time, to_db_time
+
+SHARED_FIELDS: Final = (
+    "enabled", "session_tokens", "weekly_tokens", "max_run_tokens", "reviewer_share_pct",
+)
+
+_READ = "SELECT authority_repo, policy, written_at FROM budget_policy WHERE id = 1"
+_INSERT = ("INSERT INTO budget_policy (id, authority_repo, policy, written_at)"
+           " VALUES (1, :authority, :policy, :written_at)")
+_PUBLISH_IF_ABSENT = _INSERT + " ON CONFLICT (id) DO NOTHING"
+_REPLACE = _INSERT + (" ON CONFLICT (id) DO UPDATE SET authority_repo = excluded.authority_repo,"
+                      " policy = excluded.policy, written_at = excluded.written_at")
+
+
+def default_authority() -> str:
+    """The label a process publishes under unless told otherwise: one per host."""
+    return f"pr-review-agent@{socket.gethostname()}"
+
+
+def shared_of(config: BudgetConfig) -> dict[str, object]:
+    """The five shared fields of ``config``."""
+    return {name: getattr(config, name) for name in SHARED_FIELDS}
+
+
+def policy_text(config: BudgetConfig) -> str:
+    """The JSON the row stores for ``config`` (stable: sorted keys, no spaces)."""
+    return json.dumps(shared_of(config), sort_keys=True, separators=(",", ":"))
+
+
+def parse_policy(text: str) -> dict[str, object]:
+    """The five fields of a stored policy, checked as strictly as the config file checks
+    them; ``ValueError`` (never quoting more than a field name) when they are not."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise ValueError("the policy is not JSON") from None
+    if not isinstance(data, dict) or set(data) != set(SHARED_FIELDS):
+        raise ValueError(f"the policy must have exactly the fields {', '.join(SHARED_FIELDS)}")
+    if not isinstance(data["enabled"], bool):
+        raise ValueError("the policy's enabled must be true or false")
+    for name in SHARED_FIELDS[1:]:
+        value = data[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"the policy's {name} must be an integer of at least 1")
+    if data["reviewer_share_pct"] > 100:
+        raise ValueError("the policy's reviewer_share_pct must be at most 100")
+    return {name: data[name] for name in SHARED_FIELDS}
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The shared policy row as read, and what it means for this process."""
+
+    authority: str
+    written_at: datetime | None
+    text: str
+    fields: dict[str, object] | None  # None when the row could not be read
+    error: str | None = None
+
+    def apply(self, local: BudgetConfig) -> BudgetConfig:
+        """``local`` with the shared fields taken from the row (unchanged if unreadable)."""
+        if self.fields is None:
+            return local
+        return dataclasses.replace(local, **self.fields)  # type: ignore[arg-type]
+
+    def overrides(self, local: BudgetConfig) -> bool:
+        """True when the row's shared fields differ from ``local``'s."""
+        return self.fields is not None and self.fields != shared_of(local)
+
+
+def read_policy(conn: sqlite3.Connection) -> Policy | None:
+    """The row, or None when no process has published one yet.
+
+    A row that cannot be read (edited by hand) comes back with ``fields=None`` and an
+    ``error``: the caller then keeps its own, validated config rather than guessing.
+    """
+    row = conn.execute(_READ).fetchone()
+    if row is None:
+        return None
+    authority, text, written_at = str(row[0]), str(row[1]), str(row[2])
+    fields: dict[str, object] | None = None
+    error: str | None = None
+    try:
+        fields = parse_policy(text)
+        shared = BudgetConfig(**fields)  # type: ignore[arg-type]
+        if shared.max_run_tokens > min(shared.session_limit, shared.daily_limit):
+            # The loader refuses such a config; a row that slipped past it is refused
+            # the same way rather than silently admitting nothing.
+            raise ValueError("the policy's max_run_tokens does not fit its smallest window")
+    except ValueError as exc:
+        fields, error = None, str(exc)
+    try:
+        written: datetime | None = from_db_time(written_at)
+    except ValueError:
+        written = None
+    return Policy(authority=authority, written_at=written, text=text, fields=fields,
+                  error=error)
+
+
+def publish(conn: sqlite3.Connection, config: BudgetConfig, *, authority: str,
+            now: datetime, replace: bool) -> bool:
+    """Write ``config``'s shared fields as the policy; True if the row was written.
+
+    ``replace=False`` writes only when no row exists (the first process to start wins).
+    """
+    params = {"authority": authority, "policy": policy_text(config),
+              "written_at": to_db_time(now)}
+    return conn.execute(_REPLACE if replace else _PUBLISH_IF_ABSENT, params).rowcount == 1

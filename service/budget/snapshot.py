@@ -1,0 +1,95 @@
+"""What ``GET /budget`` and ``pr-review-agent budget`` show: one frozen picture at ``now``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from service.budget.dollars import DollarWindow, usd
+from service.budget.ladder import Mode
+from service.budget.windows import WindowState
+
+
+def _iso(t: datetime | None) -> str | None:
+    return None if t is None else t.isoformat()
+
+
+@dataclass(frozen=True)
+class BreakerView:
+    """The circuit breaker at the snapshot's instant."""
+
+    tripped: bool = False
+    tripped_until: datetime | None = None
+    calibrated_pct: int = 100
+    effective_pct: int = 100
+    last_trip_at: datetime | None = None
+    trips_28d: int = 0
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "tripped": self.tripped, "tripped_until": _iso(self.tripped_until),
+            "calibrated_pct": self.calibrated_pct, "effective_pct": self.effective_pct,
+            "last_trip_at": _iso(self.last_trip_at), "trips_28d": self.trips_28d,
+        }
+
+
+@dataclass(frozen=True)
+class PolicyView:
+    """The shared policy row as this process reads it (all None: none published yet)."""
+
+    authority: str | None = None
+    written_at: datetime | None = None
+    overrides_local: bool = False
+    error: str | None = None
+
+    def as_json(self) -> dict[str, object]:
+        return {"authority": self.authority, "written_at": _iso(self.written_at),
+                "overrides_local": self.overrides_local, "error": self.error}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What ``GET /budget`` and ``pr-review-agent budget`` show.
+
+    ``enabled`` and ``max_run_tokens`` are the values in force (the shared policy's when
+    one is published); ``windows`` carry the effective (calibrated) limits.
+    """
+
+    now: datetime
+    enabled: bool
+    mode: Mode
+    tightest: str
+    max_run_tokens: int
+    windows: tuple[WindowState, ...]
+    breaker: BreakerView = field(default_factory=BreakerView)
+    per_actor_pct: int = 100
+    max_reviews_per_pr: int = 5
+    policy: PolicyView = field(default_factory=PolicyView)
+    window_usd: Mapping[str, int] = field(default_factory=dict)  # reported, micro-dollars
+    monthly: DollarWindow | None = None
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "now": _iso(self.now),
+            "enabled": self.enabled,
+            "mode": self.mode.value,
+            "tightest": self.tightest,
+            "max_run_tokens": self.max_run_tokens,
+            "windows": [
+                {
+                    "name": w.name, "duration_seconds": w.duration_seconds, "limit": w.limit,
+                    "spent": w.spent, "reserved": w.reserved, "remaining": w.remaining,
+                    "utilisation": w.utilisation, "frees_at": _iso(w.frees_at),
+                    "configured_limit": (w.limit if w.configured_limit is None
+                                         else w.configured_limit),
+                    "spent_usd": usd(self.window_usd.get(w.name, 0)),
+                }
+                for w in self.windows
+            ],
+            "breaker": self.breaker.as_json(),
+            "per_actor_pct": self.per_actor_pct,
+            "max_reviews_per_pr": self.max_reviews_per_pr,
+            "policy": self.policy.as_json(),
+            "monthly": None if self.monthly is None else self.monthly.as_json(),
+        }

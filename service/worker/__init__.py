@@ -1,0 +1,60 @@
+"""The workers: a pool that claims through the governor, and one job from claim to finish.
+
+- ``pool``: ``WorkerPool`` — N workers with stable owner ids, naps and ``wake()``,
+  restarts with the same owner, graceful stop.
+- ``job``: ``JobRunner`` — ack, re-read, checkout, diff, layer 2, engine, then settle +
+  record + finish in one transaction, then publish.
+- ``checkout``: bare git cache per repository, worktree per run, the token given to git alone.
+- ``diff``: ``base...head`` split per file; excluded paths and the line cap (layer 2).
+- ``estimate``: the pre-flight token estimate fitted on the ledger.
+- ``record``: the ``runs`` row.
+- ``pulls``: re-reading a pull request; which installation covers a repository.
+- ``ports``: the ``Publisher`` protocol, the 👀 acknowledgement, test publishers.
+
+See docs/WORKER.md.
+"""
+
+from service.worker.checkout import Checkouts, GitError, GitRunner
+from service.worker.diff import FileDiff, Omitted, Selection, select
+from service.worker.estimate import Estimator, fit, load_estimator
+from service.worker.job import JobRunner, JobSettings
+from service.worker.pool import WorkerPool, owner_id
+from service.worker.ports import (
+    Acknowledger,
+    GitHubAck,
+    NullPublisher,
+    Publisher,
+    RecordingPublisher,
+    reaction_path,
+)
+from service.worker.pulls import Installations, PullState, parse_pull, read_pull
+from service.worker.record import RecordedRun, record_run
+
+__all__ = [
+    "Acknowledger",
+    "Checkouts",
+    "Estimator",
+    "FileDiff",
+    "GitError",
+    "GitHubAck",
+    "GitRunner",
+    "Installations",
+    "JobRunner",
+    "JobSettings",
+    "NullPublisher",
+    "Omitted",
+    "PullState",
+    "Publisher",
+    "RecordedRun",
+    "RecordingPublisher",
+    "Selection",
+    "WorkerPool",
+    "fit",
+    "load_estimator",
+    "owner_id",
+    "parse_pull",
+    "read_pull",
+    "record_run",
+    "reaction_path",
+    "select",
+]

@@ -1,0 +1,467 @@
+"""One job, from a claim to a finished queue row (docs/WORKER.md walks through it).
+
+A claimed job always ends in exactly one of:
+
+- **settled and finished**: the ledger row settled with an honest stop reason and usage,
+  the queue row ``done``, and — when an engine ran or there was nothing to review — a
+  ``runs`` row, all in one transaction, before anything is published;
+- **settled and released** (something unexpected broke): the ledger row settled as
+  ``infrastructure``, the queue row back to ``pending`` for another attempt (attempts
+  still count; after the last one the queue abandons it);
+- **nothing** because the lease was lost: a later claim closed this attempt's
+  reservation as ``lost`` and the work belongs to that claim now.
+
+No SQLite transaction is ever held across a GitHub, git or engine call: every store
+access is one short transaction on a worker thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Final, TypeVar
+
+import anyio
+
+from service.budget import Governor, Usage
+from service.config import Config
+from service.engine.base import Engine, EngineRequest, EngineResult, unknown_usage
+from service.github import GitHubClient
+from service.jobs import Job
+from service.queue import Claim, ReviewQueue
+from service.store import SqliteStore
+from service.worker.checkout import BareRepo, Checkouts
+from service.worker.diff import Selection, read_diff, select
+from service.worker.estimate import Estimator, load_estimator
+from service.worker.ports import Publisher
+from service.worker.pulls import PullState, read_pull
+from service.worker.record import (
+    Outcome,
+    RecordedRun,
+    last_completed_head,
+    open_reservation,
+    record_run,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Clock = Callable[[], datetime]
+
+#: Review guidelines are read from the BASE commit (never the head, which the author of
+#: the pull request controls): the first of these files that exists.
+GUIDELINE_PATHS: Final = ("REVIEW.md", ".github/REVIEW.md", "CLAUDE.md")
+#: How long past ``engine.wall_clock_seconds`` the worker waits for an engine that should
+#: have stopped itself, before giving up on it as timed out.
+ENGINE_GRACE_SECONDS: Final = 60.0
+#: Settling at zero: nothing ran, nothing was spent.
+NOTHING_SPENT: Final = Usage(tokens=0, confidence="exact", engine=None, model=None)
+
+
+class CheckoutError(RuntimeError):
+    """The fetched repository does not hold the commit the pull request names."""
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """The configuration a job reads (``from_config`` takes it from ``Config``)."""
+
+    excluded_paths: tuple[str, ...] = ("*.lock", "**/vendor/**")
+    max_diff_lines: int = 5000
+    max_turns: int = 30
+    wall_clock_seconds: float = 900.0
+    auto_review: bool = True
+    estimate_default: Estimator = field(default_factory=Estimator)
+    engine_grace_seconds: float = ENGINE_GRACE_SECONDS
+    guideline_paths: tuple[str, ...] = GUIDELINE_PATHS
+
+    @classmethod
+    def from_config(cls, config: Config) -> JobSettings:
+        return cls(excluded_paths=config.review.excluded_paths,
+                   max_diff_lines=config.review.max_diff_lines,
+                   max_turns=config.engine.max_turns,
+                   wall_clock_seconds=float(config.engine.wall_clock_seconds),
+                   auto_review=config.triggers.auto_review)
+
+
+@dataclass
+class _Progress:
+    """How far one attempt got: what the failure path must charge."""
+
+    engine_started: bool = False
+    result: EngineResult | None = None
+    done: bool = False  # settled (or found lost): the failure path has nothing to do
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the preparation found: enough to run the engine."""
+
+    pull: PullState
+    bare: BareRepo
+    since: str | None
+    selection: Selection
+    reserved: int
+    guidelines: str | None
+    extra: dict[str, object]
+
+
+def outcome_for(stop_reason: str, truncated_by_size: bool) -> Outcome:
+    """``runs.outcome`` for an engine's stop reason."""
+    if stop_reason == "completed":
+        return "truncated" if truncated_by_size else "completed"
+    if stop_reason == "truncated":
+        return "truncated"
+    return "failed"
+
+
+def refspecs(pull: PullState) -> tuple[str, str]:
+    """The head (GitHub's ``refs/pull/<n>/head``, which also serves forks) and the base
+    branch, into a namespace of the cache's own."""
+    return (f"+refs/pull/{pull.number}/head:refs/agent/pull/{pull.number}",
+            f"+refs/heads/{pull.base_ref}:refs/agent/base/{pull.base_ref}")
+
+
+class JobRunner:
+    """Runs one claimed job end to end; ``await runner(claim)`` never raises for the job's
+    own failures (it settles, releases and logs them), only for cancellation."""
+
+    def __init__(
+        self,
+        *,
+        store: SqliteStore,
+        queue: ReviewQueue,
+        governor: Governor,
+        github: GitHubClient,
+        installations: Callable[[str], Awaitable[int]],
+        checkouts: Checkouts,
+        engine: Engine,
+        publisher: Publisher,
+        clock: Clock,
+        settings: JobSettings | None = None,
+    ) -> None:
+        self._store = store
+        self._queue = queue
+        self._governor = governor
+        self._github = github
+        self._installations = installations
+        self._checkouts = checkouts
+        self._engine = engine
+        self._publisher = publisher
+        self._clock = clock
+        self.settings = settings or JobSettings()
+
+    async def __call__(self, claim: Claim) -> None:
+        progress = _Progress()
+        extra = log_extra(claim)
+        try:
+            await self._run(claim, progress, extra)
+        except Exception:
+            log.exception("job failed; settling it as infrastructure and handing it back",
+                          extra=extra)
+            await self._give_back(claim, progress, extra)
+        except BaseException:
+            # Cancelled (the pool's grace period ran out): settle and release before going.
+            with anyio.CancelScope(shield=True):
+                log.warning("job cancelled; settling it as infrastructure and handing it back",
+                            extra=extra)
+                await self._give_back(claim, progress, extra)
+            raise
+
+    # -- the steps ------------------------------------------------------------------------
+
+    async def _run(self, claim: Claim, progress: _Progress, extra: dict[str, object]) -> None:
+        plan = await self._prepare(claim, progress, extra)
+        if plan is not None:
+            await self._review(claim, plan, progress)
+
+    async def _prepare(self, claim: Claim, progress: _Progress, extra: dict[str, object]
+                       ) -> _Plan | None:
+        """Steps 1-5: everything before the engine. None when the job ended here."""
+        reserved = await self._read(open_reservation, claim)
+        if reserved is None:
+            progress.done = True
+            log.warning("the reservation is no longer open (lease lost); not starting",
+                        extra=extra)
+            return None
+        await self._ack(claim, extra)
+
+        installation = await self._installations(claim.repo)
+        pull = await read_pull(self._github, installation, claim.repo, claim.pr_number)
+        if not pull.open:
+            progress.done = True
+            await self._settle_zero(claim, "closed", extra)
+            log.info("pull request %s; nothing to review", "merged" if pull.merged else "closed",
+                     extra=extra)
+            return None
+        if claim.kind == "pr_opened" and pull.head_sha != claim.head_sha:
+            progress.done = True
+            await self._supersede(claim, pull, extra)
+            return None
+
+        bare = await self._checkout(claim, pull, installation)
+        since = await self._since(claim, pull, bare, extra)
+        files = await read_diff(bare, since or pull.base_sha, pull.head_sha)
+        selection = select(files, excluded=self.settings.excluded_paths,
+                           max_lines=self.settings.max_diff_lines)
+        extra = {**extra, "lines": selection.lines, "reviewed_since": since}
+        if not selection.files:
+            progress.done = True
+            if selection.truncated:
+                log.warning("every file is over review.max_diff_lines; refused", extra=extra)
+                await self._settle_zero(claim, "refused", extra)
+            else:
+                await self._nothing_to_review(claim, pull, since, selection, extra)
+            return None
+
+        estimator = await self._read(load_estimator, self._engine.name,
+                                     self.settings.estimate_default)
+        estimate = estimator.tokens(selection.lines)
+        if estimate > reserved:
+            progress.done = True
+            log.warning("pre-flight estimate %d tokens exceeds the run's %d; refused",
+                        estimate, reserved, extra={**extra, "fitted": estimator.samples})
+            await self._settle_zero(claim, "refused", extra)
+            return None
+        return _Plan(pull=pull, bare=bare, since=since, selection=selection, reserved=reserved,
+                     guidelines=await self._guidelines(bare, pull.base_sha), extra=extra)
+
+    async def _review(self, claim: Claim, plan: _Plan, progress: _Progress) -> None:
+        """Steps 6-7: the engine in a fresh worktree, then settle + record + finish, then
+        publish."""
+        if not await anyio.to_thread.run_sync(self._renew, claim):
+            progress.done = True
+            log.warning("lease lost before the engine started; not starting", extra=plan.extra)
+            return
+        pull, selection = plan.pull, plan.selection
+        async with self._checkouts.worktree(plan.bare, pull.head_sha, repo=claim.repo) as wd:
+            request = self._request(claim, plan, wd)
+            progress.engine_started = True
+            result = await self._run_engine(request, plan.extra)
+            progress.result = result
+
+        run = RecordedRun(
+            claim=claim, head_sha=pull.head_sha, base_sha=pull.base_sha,
+            reviewed_since=plan.since,
+            outcome=outcome_for(result.stop_reason, selection.truncated),
+            stop_reason=result.stop_reason, findings=result.findings,
+            assessment=result.assessment, description=result.description,
+            omitted=selection.omitted, usage=result.usage, recorded_at=self._clock(),
+            detail=result.detail,
+        )
+        committed = await self._commit(run, reviewed_lines=selection.lines)
+        progress.done = True
+        if committed:
+            log.info("run recorded: %s (%s)", run.outcome, run.stop_reason, extra={
+                **plan.extra, "tokens": run.usage.tokens, "confidence": run.usage.confidence,
+                "findings": len(run.findings)})
+            await self._publish(run, plan.extra)
+
+    async def _checkout(self, claim: Claim, pull: PullState, installation: int) -> BareRepo:
+        """Fetch the head and the base into the bare cache with the installation token."""
+        token = await self._github.installation_token(installation)
+        bare = await self._checkouts.fetch(claim.repo, pull.clone_url, refspecs(pull),
+                                           token=token)
+        del token
+        for sha in (pull.head_sha, pull.base_sha):
+            if not await bare.has_commit(sha):
+                raise CheckoutError(f"commit {sha} is not in the fetched repository")
+        return bare
+
+    async def _ack(self, claim: Claim, extra: dict[str, object]) -> None:
+        try:
+            await self._publisher.ack(claim)
+        except Exception as exc:
+            log.warning("acknowledgement failed (the job goes on): %s", type(exc).__name__,
+                        extra={**extra, "error": str(exc)})
+
+    async def _since(self, claim: Claim, pull: PullState, bare: BareRepo,
+                     extra: dict[str, object]) -> str | None:
+        """Where an incremental review starts, or None for the whole pull request.
+
+        Only an automatic review of a new head is incremental, from the head of the last
+        completed review; a mention (somebody asked) and a description see it all. When
+        that head is no longer in the pull request's history (a force-push), the review
+        covers everything again.
+        """
+        if claim.kind != "pr_opened" or claim.command != "review":
+            return None
+        previous = await self._read(last_completed_head, claim.repo, claim.pr_number)
+        if previous is None or previous == pull.head_sha:
+            return None
+        if await bare.has_commit(previous) and await bare.is_ancestor(previous, pull.head_sha):
+            return previous
+        log.info("the last reviewed head is gone from the history (force-push); full review",
+                 extra={**extra, "previous_head": previous})
+        return None
+
+    async def _guidelines(self, bare: BareRepo, base_sha: str) -> str | None:
+        for path in self.settings.guideline_paths:
+            text = await bare.show(base_sha, path)
+            if text is not None and text.strip():
+                return text
+        return None
+
+    def _request(self, claim: Claim, plan: _Plan, workdir: Path) -> EngineRequest:
+        pull, selection = plan.pull, plan.selection
+        return EngineRequest(
+            command="describe" if claim.command == "describe" else "review",
+            workdir=workdir, diff=selection.diff, changed_paths=selection.paths,
+            title=pull.title, body=pull.body, guidelines=plan.guidelines,
+            base_sha=pull.base_sha, head_sha=pull.head_sha, reviewed_since=plan.since,
+            mode="full", max_turns=self.settings.max_turns,
+            wall_clock_seconds=self.settings.wall_clock_seconds,
+            max_run_tokens=plan.reserved, log_extra=dict(plan.extra),
+        )
+
+    async def _run_engine(self, request: EngineRequest, extra: dict[str, object]
+                          ) -> EngineResult:
+        """The engine's result; an engine that raises or overstays still yields one.
+
+        ``Engine.run`` is not supposed to raise or to outlive its wall clock. If it does,
+        it may have spent anything up to the reservation, so the result says
+        ``unavailable`` and the whole reservation stays charged.
+        """
+        limit = request.wall_clock_seconds + self.settings.engine_grace_seconds
+        name = self._engine.name
+        try:
+            with anyio.move_on_after(limit):
+                return await self._engine.run(request)
+        except Exception as exc:
+            log.exception("the engine raised instead of returning a result", extra=extra)
+            return EngineResult(usage=unknown_usage(name, None), stop_reason="engine_error",
+                                detail=f"the engine raised {type(exc).__name__}")
+        log.error("the engine ran %.0f s past its wall clock; stopped waiting",
+                  self.settings.engine_grace_seconds, extra=extra)
+        return EngineResult(usage=unknown_usage(name, None), stop_reason="timeout",
+                            detail="the engine did not stop at its wall clock")
+
+    async def _publish(self, run: RecordedRun, extra: dict[str, object]) -> None:
+        try:
+            await self._publisher.publish(run)
+        except Exception:
+            log.exception("publishing failed; the run stays recorded for a retry", extra=extra)
+
+    # -- endings without an engine --------------------------------------------------------
+
+    async def _supersede(self, claim: Claim, pull: PullState, extra: dict[str, object]) -> None:
+        """A ``pr_opened`` whose head moved: the reservation settles at zero as ``refused``
+        (the worker declined stale work before any engine ran), no run is recorded, and —
+        when automatic review would take it — the current head is queued, so a pull
+        request pushed to before its first review still gets one."""
+        follow_up = None
+        if self.settings.auto_review and not pull.draft:
+            follow_up = Job(kind="pr_opened", repo=claim.repo, pr_number=claim.pr_number,
+                            actor_id=pull.author_id, head_sha=pull.head_sha)
+        log.info("superseded: the head moved to %s", pull.head_sha,
+                 extra={**extra, "requeued": follow_up is not None})
+        await self._settle_zero(claim, "refused", extra, enqueue=follow_up)
+
+    async def _nothing_to_review(self, claim: Claim, pull: PullState, since: str | None,
+                                 selection: Selection, extra: dict[str, object]) -> None:
+        """Every change was withheld (or there is none): a completed run with no findings,
+        settled at zero, so the publisher can say what was left out."""
+        run = RecordedRun(
+            claim=claim, head_sha=pull.head_sha, base_sha=pull.base_sha, reviewed_since=since,
+            outcome="completed", stop_reason="completed", findings=(), assessment=None,
+            description=None, omitted=selection.omitted, usage=NOTHING_SPENT,
+            recorded_at=self._clock(), detail="nothing left to review after layer 2",
+        )
+        if await self._commit(run, reviewed_lines=None):
+            log.info("nothing to review after exclusions; recorded", extra=extra)
+            await self._publish(run, extra)
+
+    # -- the store (each call one short transaction on a worker thread) ------------------
+
+    async def _read(self, fn: Callable[..., T], *args: object) -> T:
+        def work() -> T:
+            with self._store.read() as conn:
+                return fn(conn, *args)
+        return await anyio.to_thread.run_sync(work)
+
+    def _renew(self, claim: Claim) -> bool:
+        return self._queue.renew(claim.dedupe_key, claim.owner, now=self._clock())
+
+    async def _settle_zero(self, claim: Claim, stop_reason: str, extra: dict[str, object],
+                           *, enqueue: Job | None = None) -> bool:
+        now = self._clock()
+
+        def work() -> bool:
+            with self._store.transaction() as conn:
+                if not self._governor.settle(claim, NOTHING_SPENT, now=now,
+                                             stop_reason=stop_reason, conn=conn):
+                    return False
+                self._finish(conn, claim, extra)
+                if enqueue is not None:
+                    self._queue.enqueue(enqueue, now=now, conn=conn)
+                return True
+        return await anyio.to_thread.run_sync(work)
+
+    async def _commit(self, run: RecordedRun, *, reviewed_lines: int | None) -> bool:
+        """Settle, record and finish in ONE transaction; False (nothing written) when the
+        reservation is no longer this worker's."""
+        claim, now = run.claim, self._clock()
+
+        def work() -> bool:
+            with self._store.transaction() as conn:
+                if not self._governor.settle(
+                        claim, run.usage, now=now, stop_reason=run.stop_reason,
+                        reviewed_lines=reviewed_lines, reviewed_since=run.reviewed_since,
+                        conn=conn):
+                    return False
+                record_run(conn, run)
+                self._finish(conn, claim, log_extra(claim))
+                return True
+        committed = await anyio.to_thread.run_sync(work)
+        if not committed:
+            log.warning("lease lost before settling: the result is discarded, not recorded",
+                        extra=log_extra(claim))
+        return committed
+
+    def _finish(self, conn: sqlite3.Connection, claim: Claim, extra: Mapping[str, object]
+                ) -> None:
+        if not self._queue.finish_in(conn, claim.dedupe_key, claim.owner):
+            # The reservation was still ours, so the row can only have been abandoned
+            # under us; the settled cost and the run stand.
+            log.warning("the queue row was no longer ours to finish", extra=dict(extra))
+
+    async def _give_back(self, claim: Claim, progress: _Progress,
+                         extra: dict[str, object]) -> None:
+        """Settle as ``infrastructure`` and release the row for another attempt.
+
+        The charge is honest about what ran: the engine's own usage when it returned, the
+        whole reservation (``unavailable``) when it started and no result came back, zero
+        when it never started.
+        """
+        if progress.done:
+            return
+        if progress.result is not None:
+            usage = progress.result.usage
+        elif progress.engine_started:
+            usage = unknown_usage(self._engine.name, None)
+        else:
+            usage = NOTHING_SPENT
+        now = self._clock()
+        try:
+            settled = await anyio.to_thread.run_sync(lambda: self._governor.settle(
+                claim, usage, now=now, stop_reason="infrastructure"))
+            released = settled and await anyio.to_thread.run_sync(
+                self._queue.release, claim.dedupe_key, claim.owner)
+        except Exception:
+            log.exception("could not settle the failed job; its lease will lapse and the "
+                          "next claim closes the reservation as lost", extra=extra)
+            return
+        progress.done = True
+        log.warning("failed job settled (%s tokens) and %s", usage.tokens,
+                    "released for another attempt" if released else "left to its new owner",
+                    extra=extra)
+
+
+def log_extra(claim: Claim) -> dict[str, object]:
+    """The context every log line of a job carries."""
+    return {"repo": claim.repo, "pr": claim.pr_number, "dedupe_key": claim.dedupe_key,
+            "attempt": claim.attempts, "owner": claim.owner}

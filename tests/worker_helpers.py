@@ -1,0 +1,217 @@
+"""Shared set-up for the worker tests: a simulated GitHub with a real git repository, a
+real store, queue and governor, a fake engine, and a recording publisher."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from service.budget import Governor, Usage
+from service.config import BudgetConfig, Secret
+from service.engine.base import Assessment, Description, EngineRequest, EngineResult, Finding
+from service.github import AppJWT, GitHubClient
+from service.jobs import Job
+from service.queue import Claim, ReviewQueue
+from service.store import SqliteStore
+from service.worker import (
+    Checkouts,
+    GitHubAck,
+    GitRunner,
+    Installations,
+    JobRunner,
+    JobSettings,
+    RecordingPublisher,
+)
+from service.worker.estimate import Estimator
+from tests.simulator import GitRepo, SimulatorTransport, World, open_pull
+from tests.simulator.harness import app_key_pair
+from tests.simulator.models import PullRequest
+
+API = "https://api.github.com"
+APP_ID = 4242
+REPO = "acme/widgets"
+OWNER = "host:1:0"
+BASE_FILES = {
+    "README.md": "# Widgets\n",
+    "REVIEW.md": "Base rules: check error handling.\n",
+    "src/app.py": "".join(f"line {i}\n" for i in range(1, 21)),
+}
+
+
+def budget(*, max_run_tokens: int = 10_000, session: int = 1_000_000,
+           weekly: int = 10_000_000, enabled: bool = True) -> BudgetConfig:
+    return BudgetConfig(enabled=enabled, session_tokens=session, weekly_tokens=weekly,
+                        max_run_tokens=max_run_tokens, reviewer_share_pct=100)
+
+
+class FakeEngine:
+    """An Engine: records each request, runs an optional hook, answers with ``answer``."""
+
+    name = "fake"
+
+    def __init__(self, tokens: int = 1234) -> None:
+        self.tokens = tokens
+        self.requests: list[EngineRequest] = []
+        self.hook: Callable[[EngineRequest], Awaitable[None]] | None = None
+        self.answer: Callable[[EngineRequest], EngineResult] = self.completed
+        self.environments: list[dict[str, str]] = []
+
+    async def run(self, request: EngineRequest) -> EngineResult:
+        self.requests.append(request)
+        self.environments.append(dict(os.environ))
+        if self.hook is not None:
+            await self.hook(request)
+        return self.answer(request)
+
+    def usage(self) -> Usage:
+        return Usage(tokens=self.tokens, confidence="exact", engine=self.name, model="fake-1")
+
+    def completed(self, request: EngineRequest) -> EngineResult:
+        if request.command == "describe":
+            return EngineResult(usage=self.usage(), stop_reason="completed",
+                                description=Description("A title", "What it does.",
+                                                        ("one change",)))
+        path = request.changed_paths[0]
+        finding = Finding(path=path, line=1, side="RIGHT", start_line=None, severity="minor",
+                          category="correctness", title="Check this", body="Looks off.")
+        return EngineResult(usage=self.usage(), stop_reason="completed", findings=(finding,),
+                            assessment=Assessment("Mostly fine.", "low"))
+
+
+@dataclass
+class Sim:
+    """Everything one worker test touches."""
+
+    tmp: Path
+    world: World
+    git: GitRepo
+    github: GitHubClient
+    store: SqliteStore
+    queue: ReviewQueue
+    governor: Governor
+    engine: FakeEngine
+    publisher: RecordingPublisher
+    checkouts: Checkouts
+    base_sha: str
+    installation_id: int
+    alice_id: int
+    settings: JobSettings = field(default_factory=lambda: JobSettings(
+        excluded_paths=("*.lock", "**/vendor/**"), max_diff_lines=5000, max_turns=5,
+        wall_clock_seconds=30.0, estimate_default=Estimator(per_line=1.0, base=10.0)))
+    _branches: int = 0
+
+    def now(self) -> datetime:
+        return self.world.clock.now()
+
+    def open_pr(self, files: dict[str, str | None], *, title: str = "A change",
+                body: str = "Please review.", draft: bool = False) -> PullRequest:
+        self._branches += 1
+        branch = f"feature-{self._branches}"
+        self.git.commit(files, parent=self.base_sha, branch=branch, message=title)
+        return open_pull(self.world, REPO, self.git, base_ref="main", head_ref=branch,
+                         title=title, user="alice", body=body, draft=draft, emit=False)
+
+    def enqueue_opened(self, pr: PullRequest, head: str | None = None) -> str:
+        job = Job(kind="pr_opened", repo=REPO, pr_number=pr.number, actor_id=self.alice_id,
+                  head_sha=head or pr.head.head_sha)
+        assert self.queue.enqueue(job, now=self.now())
+        return job.dedupe_key
+
+    def enqueue_mention(self, pr: PullRequest, *, command: str = "review") -> tuple[str, int]:
+        comment = self.world.add_issue_comment(REPO, pr.number, user="bob",
+                                               body=f"@claude {command}")
+        job = Job(kind="mention", repo=REPO, pr_number=pr.number,
+                  actor_id=self.world.user("bob").id, comment_id=comment.id,
+                  comment_source="issue", command=command)  # type: ignore[arg-type]
+        assert self.queue.enqueue(job, now=self.now())
+        return job.dedupe_key, comment.id
+
+    def claim(self, owner: str = OWNER) -> Claim:
+        claim = self.queue.claim(now=self.now(), owner=owner, admit=self.governor.admit)
+        assert claim is not None, "nothing was claimable"
+        return claim
+
+    def runner(self, settings: JobSettings | None = None) -> JobRunner:
+        return JobRunner(
+            store=self.store, queue=self.queue, governor=self.governor, github=self.github,
+            installations=Installations(self.store, self.github), checkouts=self.checkouts,
+            engine=self.engine, publisher=self.publisher, clock=self.world.clock.now,
+            settings=settings or self.settings)
+
+    # -- inspection ---------------------------------------------------------------------
+
+    def ledger(self, key: str) -> list[dict[str, Any]]:
+        with self.store.read() as conn:
+            conn.row_factory = _dict_row
+            try:
+                return list(conn.execute(
+                    "SELECT * FROM ledger WHERE dedupe_key = ? ORDER BY id", (key,)))
+            finally:
+                conn.row_factory = None
+
+    def run_row(self, key: str) -> dict[str, Any] | None:
+        with self.store.read() as conn:
+            conn.row_factory = _dict_row
+            try:
+                row: dict[str, Any] | None = conn.execute(
+                    "SELECT * FROM runs WHERE dedupe_key = ?", (key,)).fetchone()
+                return row
+            finally:
+                conn.row_factory = None
+
+    def status(self, key: str) -> str:
+        row = self.queue.get(key)
+        assert row is not None
+        return row.status
+
+
+def _dict_row(cursor: Any, row: tuple[Any, ...]) -> dict[str, Any]:
+    return {d[0]: v for d, v in zip(cursor.description, row, strict=True)}
+
+
+def build_sim(tmp: Path, *, config: BudgetConfig | None = None,
+              git: GitRunner | None = None, lease: timedelta = timedelta(seconds=1200),
+              ack_on_github: bool = True) -> Sim:
+    private_pem, public_pem = app_key_pair()
+    world = World()
+    world.add_app(id=APP_ID, slug="pr-reviewer", public_key_pem=public_pem, owner="acme")
+    remote = GitRepo.create(tmp / "remote" / "widgets.git")
+    world.add_repository(REPO, git_dir=remote.path)
+    installation = world.add_installation(account="acme", repositories=[REPO])
+    alice = world.add_user("alice", association="MEMBER")
+    world.add_user("bob", association="MEMBER")
+    base_sha = remote.commit(BASE_FILES, branch="main", message="base")
+
+    async def virtual_sleep(seconds: float) -> None:
+        # The client's write spacing and back-off waits pass on the simulated clock.
+        world.clock.advance(seconds)
+
+    github = GitHubClient(API, app_jwt=AppJWT(APP_ID, Secret(private_pem), world.clock.now),
+                          clock=world.clock.now, transport=SimulatorTransport(world),
+                          sleep=virtual_sleep)
+    store = SqliteStore(tmp / "state.db")
+    queue = ReviewQueue(store, lease=lease)
+    governor = Governor(store, config or budget())
+    acker = GitHubAck(github, Installations(store, github)) if ack_on_github else None
+    return Sim(tmp=tmp, world=world, git=remote, github=github, store=store, queue=queue,
+               governor=governor, engine=FakeEngine(), publisher=RecordingPublisher(acker),
+               checkouts=Checkouts(tmp / "checkouts", git=git), base_sha=base_sha,
+               installation_id=installation.id, alice_id=alice.id)
+
+
+async def close_sim(sim: Sim) -> None:
+    await sim.github.aclose()
+    sim.store.close()
+
+
+def files_under(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file()] if root.exists() else []
+
+
+def contains_bytes(root: Path, needle: bytes) -> list[Path]:
+    """Every file under ``root`` whose bytes contain ``needle``."""
+    return [p for p in files_under(root) if needle in p.read_bytes()]
