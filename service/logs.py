@@ -14,7 +14,8 @@ import functools
 import json
 import logging
 import sys
-from datetime import UTC, datetime
+import time
+from datetime import datetime
 from typing import Any, Final, Literal, TextIO
 
 from service.config import Secret
@@ -28,6 +29,8 @@ CONTEXT_FIELDS: Final = ("delivery_id", "repo", "pr", "dedupe_key", "attempt", "
 _MASK: Final = "***"
 _SENSITIVE: Final = ("token", "secret", "password", "authorization", "private_key", "jwt")
 _SCALARS: Final = frozenset({str, int, float, bool})
+# One encoder for every line: json.dumps() with options builds a new one per call.
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, default=str)
 # Every attribute a bare LogRecord has; anything else on a record came from ``extra``.
 _STANDARD: Final = frozenset(
     vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys()
@@ -72,7 +75,9 @@ def extra_fields(record: logging.LogRecord) -> dict[str, object]:
 
 
 def _timestamp(record: logging.LogRecord) -> str:
-    return datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
+    """``2026-01-02T03:04:05.678+00:00``: UTC, milliseconds."""
+    seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+    return f"{seconds}.{int(record.msecs):03d}+00:00"
 
 
 class JsonFormatter(logging.Formatter):
@@ -89,7 +94,7 @@ class JsonFormatter(logging.Formatter):
             line.setdefault(name, value)
         if record.exc_info:
             line["exc_info"] = self.formatException(record.exc_info)
-        return json.dumps(line, ensure_ascii=False, default=str)
+        return _ENCODER.encode(line)
 
 
 class TextFormatter(logging.Formatter):

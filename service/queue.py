@@ -37,13 +37,15 @@ SUPERSEDED: Final = "superseded"
 CANCELLED: Final = "cancelled"
 
 STATUSES: Final = (PENDING, CLAIMED, DONE, ABANDONED, SUPERSEDED, CANCELLED)
-TERMINAL: Final = frozenset({DONE, ABANDONED, SUPERSEDED, CANCELLED})
+TERMINAL: Final = frozenset({DONE, ABANDONED, SUPERSEDED})
 
 #: (event, from-status) -> to-status. The only place the lifecycle is written down.
 #: ``claim`` from CLAIMED is the reclaim of an expired lease; ``abandon`` is a row that
 #: has used every attempt and is no longer leased; ``supersede`` is an older pending
 #: ``pr_opened`` replaced by a newer head of the same pull request; ``cancel`` is a
-#: pending row whose pull request closed before anyone claimed it.
+#: pending row whose pull request closed before anyone claimed it; ``revive`` is the same
+#: trigger arriving again for a cancelled row (the pull request reopened at the same head,
+#: which builds the same dedupe key): without it that head could never be reviewed.
 TRANSITIONS: Final[dict[tuple[str, str], str]] = {
     ("claim", PENDING): CLAIMED,
     ("claim", CLAIMED): CLAIMED,
@@ -53,6 +55,7 @@ TRANSITIONS: Final[dict[tuple[str, str], str]] = {
     ("abandon", CLAIMED): ABANDONED,
     ("supersede", PENDING): SUPERSEDED,
     ("cancel", PENDING): CANCELLED,
+    ("revive", CANCELLED): PENDING,
 }
 
 
@@ -85,7 +88,9 @@ INSERT INTO queue (dedupe_key, kind, repo, pr_number, head_sha, actor_id, status
                    attempts, enqueued_at, comment_id, comment_source, command)
 VALUES (:dedupe_key, :kind, :repo, :pr_number, :head_sha, :actor_id, '{PENDING}',
         0, :enqueued_at, :comment_id, :comment_source, :command)
-ON CONFLICT (dedupe_key) DO NOTHING
+ON CONFLICT (dedupe_key) DO UPDATE SET status = '{target("revive")}',
+                                       enqueued_at = excluded.enqueued_at
+ WHERE queue.status IN {_in("revive")} AND queue.kind = 'pr_opened'
 """
 
 # A status that is 'claimed' with a lapsed lease is, for every purpose, not leased.
@@ -232,6 +237,10 @@ class ReviewQueue:
 
     def enqueue(self, job: Job, *, now: datetime, conn: sqlite3.Connection | None = None) -> bool:
         """Add ``job`` unless its dedupe key is already known; True if the row is new.
+
+        A ``pr_opened`` row ``cancelled`` because its pull request closed comes back to
+        ``pending`` (True) when the same trigger arrives again: the pull request reopened
+        at the same head. A mention is not revived: nobody asked again.
 
         A new ``pr_opened`` supersedes every older *pending* ``pr_opened`` of the same
         pull request (status ``superseded``): only the newest head is worth paying for.

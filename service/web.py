@@ -25,6 +25,7 @@ after its transaction committed.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import logging
 import re
@@ -128,11 +129,11 @@ class Delivery:
     event: str
     payload: Mapping[str, Any]
 
-    @property
+    @functools.cached_property
     def action(self) -> str | None:
         return safe_text(self.payload.get("action"), 100)
 
-    @property
+    @functools.cached_property
     def installation_id(self) -> int | None:
         inst = self.payload.get("installation")
         return _sql_id(inst.get("id")) if isinstance(inst, Mapping) else None

@@ -87,7 +87,7 @@ def test_enabled_false_admits_nothing(store: SqliteStore) -> None:
 
 
 @pytest.mark.parametrize(("charged", "mode"), [
-    (84_999, Mode.FULL), (85_000, Mode.MENTION_ONLY),
+    (84_999, Mode.REDUCED), (85_000, Mode.MENTION_ONLY),
     (99_999, Mode.MENTION_ONLY), (100_000, Mode.EXHAUSTED),
 ])
 def test_the_ladder_switches_at_exactly_85_and_100_percent(
@@ -101,7 +101,7 @@ def test_the_ladder_has_no_float_drift_at_odd_limits(store: SqliteStore) -> None
     # 85 % of 33,333 is 28,333.05: 28,333 is below the rung, 28,334 is on it.
     config = budget(session_tokens=33_333, max_run_tokens=1)
     charge(store, 28_333, T0 - timedelta(hours=1))
-    assert Governor(store, config).snapshot(T0).mode is Mode.FULL
+    assert Governor(store, config).snapshot(T0).mode is Mode.REDUCED
     charge(store, 1, T0 - timedelta(minutes=30))
     assert Governor(store, config).snapshot(T0).mode is Mode.MENTION_ONLY
 
@@ -141,10 +141,10 @@ def test_exhausted_refuses_everything_and_costs_no_attempt(store: SqliteStore) -
 
 def test_refused_when_the_tightest_remainder_is_below_max_run(store: SqliteStore) -> None:
     config = budget(session_tokens=100_000, max_run_tokens=25_000)
-    charge(store, 80_000, T0 - timedelta(hours=1))  # 80 %: FULL, but only 20k left
+    charge(store, 80_000, T0 - timedelta(hours=1))  # 80 %: REDUCED, but only 20k left
     queue, gov = setup(store, config)
     queue.enqueue(mention(1, 1), now=T0)
-    assert gov.snapshot(T0).mode is Mode.FULL
+    assert gov.snapshot(T0).mode is Mode.REDUCED
     assert queue.claim(now=T0, owner="w", admit=gov.admit) is None
     assert gov.refusals["mention:o/r:1:1"].reason == "insufficient"
 
@@ -295,6 +295,7 @@ def test_snapshot_shows_spent_reserved_remaining_and_when_it_frees(store: Sqlite
         "name": "session", "duration_seconds": 18_000, "limit": 100_000, "spent": 20_000,
         "reserved": 10_000, "remaining": 70_000, "utilisation": 0.3,
         "frees_at": (T0 - timedelta(hours=2) + timedelta(hours=5)).isoformat(),
+        "configured_limit": 100_000, "spent_usd": 0.0,
     }
     assert windows["daily"]["spent"] == 50_000 and windows["daily"]["reserved"] == 10_000
     assert windows["weekly"]["limit"] == 7_000_000

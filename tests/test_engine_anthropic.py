@@ -337,3 +337,15 @@ async def test_factory_builds_it_with_the_configured_key_variable(tmp_path: Path
     assert server.requests[0].headers["x-api-key"] == KEY
     with pytest.raises(ValueError, match=r"engine\.model"):
         build_engine(EngineConfig(kind="anthropic"), {})
+
+
+@pytest.mark.anyio
+async def test_an_adapter_bug_still_returns_a_result(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_args: Any) -> Any:
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr("service.engine.anthropic.parse_answer", broken)
+    result = await run(tmp_path, Server(httpx.Response(200, json=message(REVIEW))))
+    assert result.stop_reason == "engine_error"
+    assert (result.usage.tokens, result.usage.confidence) == (None, "unavailable")

@@ -495,3 +495,16 @@ async def test_invalid_answer_twice_is_an_engine_error(tmp_path: Path,
     assert result.stop_reason == "engine_error"
     assert "risk" in result.detail
     assert (result.usage.tokens, result.usage.confidence) == (2106, "exact")
+
+
+@pytest.mark.anyio
+async def test_an_adapter_bug_still_returns_a_result(
+        tmp_path: Path, parent_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr("service.engine.claude_code.parse_answer_text", broken)
+    result, _ = await play(tmp_path, parent_env, SUCCESS_STEPS)
+    assert result.stop_reason == "engine_error"
+    assert "internal error" in result.detail
+    assert (result.usage.tokens, result.usage.confidence) == (None, "unavailable")

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from service.github import RateLimit
+from service.github import RateLimit, Repository
 from service.poller.pacing import PacingPolicy, estimate_cost, hold_until, next_poll
 from service.poller.streams import (
     Boundary,
@@ -19,11 +19,13 @@ from service.poller.streams import (
     comment_sighting,
     github_time,
     next_boundary,
+    parse_comment,
     parse_pull,
     pull_action,
     pulls_endpoint,
     since_param,
 )
+from service.poller.targets import Discovery, Target, missing_from, select_targets
 from service.triggers import PayloadError
 
 W = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # the watermark
@@ -211,3 +213,43 @@ def test_cost_estimate_and_policy_bounds() -> None:
         PacingPolicy(reserve_fraction=1.0)
     with pytest.raises(ValueError):
         next_poll(None, 1, timedelta(0), W, POLICY)
+
+
+def test_parse_comment_needs_an_id_and_both_times() -> None:
+    obj = {"id": 7, "created_at": "2026-03-02T08:59:00Z", "updated_at": "2026-03-02T09:00:00Z"}
+    item = parse_comment(obj, "review")
+    assert (item.key, item.created_at, item.updated_at) == (("review", 7),
+                                                           W - timedelta(minutes=1), W)
+    for broken in ({**obj, "id": "7"}, {**obj, "id": False}, {**obj, "created_at": None},
+                   "not an object"):
+        with pytest.raises(PayloadError):
+            parse_comment(broken, "issue")
+
+
+# -- targets --------------------------------------------------------------------------------
+
+
+def repo(full_name: str, archived: bool = False) -> Repository:
+    return Repository(id=abs(hash(full_name)) % 10_000, full_name=full_name, private=True,
+                      archived=archived)
+
+
+def test_targets_follow_the_listing_and_the_allowlist() -> None:
+    found = Discovery(installations={1, 2}, repositories={
+        1: [repo("Acme/Widgets"), repo("acme/old", archived=True)], 2: [repo("beta/tools")]})
+    assert select_targets(found, (), []) == [Target(1, "Acme/Widgets"), Target(2, "beta/tools")]
+    assert select_targets(found, ("acme/widgets",), []) == [Target(1, "Acme/Widgets")]
+    assert missing_from([Target(1, "Acme/Widgets")], ("acme/widgets", "acme/nope")) == [
+        "acme/nope"]
+
+
+def test_a_failed_listing_keeps_its_targets_and_a_gone_installation_loses_them() -> None:
+    previous = [Target(1, "acme/a"), Target(2, "beta/b"), Target(3, "gone/c")]
+    found = Discovery(installations={1, 2}, repositories={1: [repo("acme/a2")]},
+                      failures={"installation 2": "502"})
+    assert select_targets(found, (), previous) == [Target(1, "acme/a2"), Target(2, "beta/b")]
+    suspended = Discovery(installations={1, 2}, suspended={2}, repositories={1: []})
+    assert select_targets(suspended, (), previous) == []
+    nothing = Discovery(failures={"installations": "401"})
+    assert select_targets(nothing, (), previous) == sorted(previous)
+    assert not nothing.complete

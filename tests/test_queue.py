@@ -221,3 +221,22 @@ def test_the_lifecycle_table_is_closed_and_terminal_states_are_final() -> None:
         assert q.target(event) == dst
     reachable = {q.PENDING} | set(q.TRANSITIONS.values())
     assert reachable == set(q.STATUSES)
+
+
+def test_a_reopened_pull_request_revives_its_cancelled_head(queue: ReviewQueue) -> None:
+    queue.enqueue(opened(1), now=T0)
+    queue.enqueue(mention(1, 4), now=T0)
+    assert len(queue.cancel_pull_request("o/r", 1)) == 2
+    later = T0 + timedelta(hours=1)
+    # Reopened at the same head: the same dedupe key, which must not be a dead duplicate.
+    assert queue.enqueue(opened(1), now=later) is True
+    row = queue.get("pr_opened:o/r:1:" + "a" * 40)
+    assert row is not None and row.status == "pending" and row.enqueued_at == later
+    # A mention is not revived by a repeat of the same comment: nobody asked again.
+    assert queue.enqueue(mention(1, 4), now=later) is False
+    assert queue.get("mention:o/r:1:4").status == "cancelled"  # type: ignore[union-attr]
+    # A finished head is never revived.
+    c = queue.claim(now=later, owner="w")
+    assert c is not None and queue.finish(c.dedupe_key, "w")
+    assert queue.enqueue(opened(1), now=later) is False
+    assert queue.get(c.dedupe_key).status == "done"  # type: ignore[union-attr]

@@ -93,7 +93,7 @@ class Sim:
     store: SqliteStore
     queue: ReviewQueue
     governor: Governor
-    engine: FakeEngine
+    engine: Any  # a FakeEngine, or a real engine for end-to-end tests
     publisher: RecordingPublisher
     checkouts: Checkouts
     base_sha: str

@@ -151,7 +151,7 @@ def tripped_state(state: BreakerState, *, now: datetime, resets_at: datetime | N
                   new_pct: int) -> BreakerState:
     """The state after a new trip at ``now``."""
     until = trip_until(now, resets_at)
-    recent = tuple(t for t in state.trips if t > now - TRIP_MEMORY) + (now,)
+    recent = (*(t for t in state.trips if t > now - TRIP_MEMORY), now)
     return BreakerState(calibrated_pct=new_pct, tripped_until=until, last_trip_at=now,
                         trips=recent)
 

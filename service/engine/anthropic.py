@@ -93,8 +93,16 @@ class AnthropicEngine:
         """Review or describe ``request``; every outcome is a result."""
         spend = RunUsage(self.name, self._model)
         result: EngineResult | None = None
-        with anyio.move_on_after(request.wall_clock_seconds):
-            result = await self._run(request, spend)
+        try:
+            with anyio.move_on_after(request.wall_clock_seconds):
+                result = await self._run(request, spend)
+        except Exception:
+            # A bug in this adapter must still end in a settled run, spend unknown.
+            log.exception("engine adapter failed", extra={**request.log_extra,
+                                                          "engine": self.name})
+            spend.unknown()
+            result = EngineResult(usage=spend.final(), stop_reason="engine_error",
+                                  detail="internal error in the anthropic adapter")
         if result is None:
             result = EngineResult(usage=spend.final(), stop_reason="timeout",
                                   detail="the wall-clock limit passed during the API call")

@@ -30,7 +30,13 @@ from typing import Final
 import anyio
 
 from service.budget import Usage
-from service.engine.base import EngineRequest, EngineResult, combine_usage, no_usage
+from service.engine.base import (
+    EngineRequest,
+    EngineResult,
+    combine_usage,
+    no_usage,
+    unknown_usage,
+)
 from service.engine.findings import Answer, InvalidAnswer, parse_answer_text
 from service.engine.process import Verdict, run_process
 from service.engine.prompt import build_prompt, repair_prompt, system_rules
@@ -138,7 +144,16 @@ class ClaudeCodeEngine:
 
     async def run(self, request: EngineRequest) -> EngineResult:
         """Review or describe ``request``; every outcome is a result (see module doc)."""
-        result = await self._run(request)
+        try:
+            result = await self._run(request)
+        except Exception:
+            # A bug in this adapter must still end in a settled run; what was spent is
+            # unknown, so the whole reservation stays charged.
+            log.exception("engine adapter failed", extra={**request.log_extra,
+                                                          "engine": self.name})
+            result = EngineResult(usage=unknown_usage(self.name, self._model),
+                                  stop_reason="engine_error",
+                                  detail="internal error in the claude_code adapter")
         log.info(
             "engine run finished: %s", result.stop_reason,
             extra={**request.log_extra, "engine": self.name, "stop_reason": result.stop_reason,
@@ -232,12 +247,11 @@ class ClaudeCodeEngine:
 
     def _result(self, spent: _Spent, last: Outcome, stop_reason: str, detail: str,
                 answer: Answer | None = None) -> EngineResult:
-        parsed = answer
         return EngineResult(
             usage=spent.usage, stop_reason=stop_reason,
-            findings=parsed.findings if parsed else (),
-            assessment=parsed.assessment if parsed else None,
-            description=parsed.description if parsed else None,
+            findings=answer.findings if answer else (),
+            assessment=answer.assessment if answer else None,
+            description=answer.description if answer else None,
             cost_usd=spent.cost,
             usage_limit_resets_at=last.resets_at if stop_reason == "usage_limit" else None,
             detail=detail, session_id=last.session_id, turns=last.turns,

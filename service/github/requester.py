@@ -401,8 +401,9 @@ class Requester:
             self.stats.not_modified += 1
             if etag:  # a 304 may refresh the validator; otherwise keep what we had
                 old = self._etags.get_validators(cond.key)
-                kept = last_modified or (old.last_modified if old else None)
-                self._etags.put_validators(cond.key, Validators(etag, kept))
+                fresh = Validators(etag, last_modified or (old.last_modified if old else None))
+                if fresh != old:  # an unchanged 304 costs no write (a durable cache fsyncs)
+                    self._etags.put_validators(cond.key, fresh)
         elif etag or last_modified:
             self._etags.put_validators(cond.key, Validators(etag or "", last_modified))
         self._last_fingerprint[cond.resource] = cond.fingerprint

@@ -53,6 +53,7 @@ from .streams import (
     EPOCH,
     PULL_REQUESTS,
     Boundary,
+    CommentItem,
     CommentSighting,
     PullAction,
     PullHistory,
@@ -61,8 +62,8 @@ from .streams import (
     comment_endpoints,
     comment_seed_endpoints,
     comment_sighting,
-    github_time,
     next_boundary,
+    parse_comment,
     parse_pull,
     pull_action,
     pulls_endpoint,
@@ -96,19 +97,6 @@ class RepositoryReport:
         self.enqueued.extend(applied.enqueued)
         self.duplicates.extend(applied.duplicates)
         self.cancelled.extend(applied.cancelled)
-
-
-@dataclass(frozen=True)
-class _Comment:
-    source: CommentSource
-    obj: Mapping[str, Any]
-    comment_id: int
-    created_at: datetime
-    updated_at: datetime
-
-    @property
-    def key(self) -> Hashable:
-        return (self.source, self.comment_id)
 
 
 def _complete_at(page: Page, times: Sequence[datetime], newest: datetime) -> bool:
@@ -312,7 +300,7 @@ class RepositoryPoller:
             # Seed, then poll from the seed at once: the same cycle stores the ETags the
             # next one sends, and anything that arrived between the two requests is new.
             mark = await self._seed_comments(repo, installation_id, key, report)
-        comments: list[_Comment] = []
+        comments: list[CommentItem] = []
         complete = True  # every endpoint answered in full (no 304)
         for endpoint in comment_endpoints(repo, mark):
             assert endpoint.source is not None
@@ -346,19 +334,11 @@ class RepositoryPoller:
 
     def _parse_comments(
         self, repo: str, source: CommentSource, items: list[Any],
-    ) -> list[_Comment]:
-        parsed: list[_Comment] = []
+    ) -> list[CommentItem]:
+        parsed: list[CommentItem] = []
         for obj in items:
             try:
-                if not isinstance(obj, Mapping):
-                    raise PayloadError("comment: expected a JSON object")
-                comment_id = obj.get("id")
-                if isinstance(comment_id, bool) or not isinstance(comment_id, int):
-                    raise PayloadError(f"comment.id: expected an integer, got {comment_id!r}")
-                parsed.append(_Comment(
-                    source=source, obj=obj, comment_id=comment_id,
-                    created_at=github_time(obj, "created_at", "comment"),
-                    updated_at=github_time(obj, "updated_at", "comment")))
+                parsed.append(parse_comment(obj, source))
             except PayloadError as exc:
                 log.warning("skipping a malformed comment in the listing",
                             extra={"repo": repo, "source": source, "error": str(exc)})
@@ -368,7 +348,7 @@ class RepositoryPoller:
         self, repo: str, installation_id: int, key: str, report: RepositoryReport,
     ) -> datetime:
         """Cold start: the mark goes to the newest comment of either kind."""
-        pages: list[tuple[Page, list[_Comment]]] = []
+        pages: list[tuple[Page, list[CommentItem]]] = []
         for endpoint in comment_seed_endpoints(repo):
             assert endpoint.source is not None
             page = await fetch_page(self._client, installation_id, endpoint.path,
@@ -390,7 +370,7 @@ class RepositoryPoller:
         return stored
 
     def _decide_comments(
-        self, repo: str, actionable: Sequence[tuple[_Comment, CommentSighting]],
+        self, repo: str, actionable: Sequence[tuple[CommentItem, CommentSighting]],
     ) -> list[Decision]:
         decisions: list[Decision] = []
         for comment, sighting in actionable:

@@ -186,6 +186,34 @@ def comment_sighting(
     return CommentSighting.CREATED
 
 
+@dataclass(frozen=True)
+class CommentItem:
+    """A listed comment: which endpoint it came from, the object, and its times."""
+
+    source: CommentSource
+    obj: Mapping[str, Any]
+    comment_id: int
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """Its name in a ``Boundary``."""
+        return (self.source, self.comment_id)
+
+
+def parse_comment(obj: object, source: CommentSource) -> CommentItem:
+    """A comment listing item; ``PayloadError`` when its id or times are unusable."""
+    if not isinstance(obj, Mapping):
+        raise PayloadError("comment: expected a JSON object")
+    comment_id = obj.get("id")
+    if isinstance(comment_id, bool) or not isinstance(comment_id, int):
+        raise PayloadError(f"comment.id: expected an integer, got {comment_id!r}")
+    return CommentItem(source=source, obj=obj, comment_id=comment_id,
+                       created_at=github_time(obj, "created_at", "comment"),
+                       updated_at=github_time(obj, "updated_at", "comment"))
+
+
 # -- pull requests -------------------------------------------------------------------------
 
 

@@ -1,0 +1,76 @@
+"""The budget: rolling windows over the ledger, the ladder, reserve-then-settle, and the
+feedback from reality (the circuit breaker and its calibration).
+
+A claim that can spend goes through ``Governor.admit``; a run ends with
+``Governor.settle``. The modules, one job each:
+
+- ``windows``: the three token windows, their limits and their charge;
+- ``ladder``: the rungs (FULL, REDUCED, MENTION_ONLY, EXHAUSTED) from utilisation;
+- ``breaker``: the circuit breaker and the calibration it learns from usage limits;
+- ``policy``: the one shared policy row every process on a store obeys;
+- ``dollars``: reported costs and the optional monthly dollar window;
+- ``usage``: what a run cost and why it ended;
+- ``governor``: admit, settle, trip, and the snapshot ``GET /budget`` shows;
+- ``report``: the snapshot as the text table ``pr-review-agent budget`` prints.
+
+docs/BUDGET.md is the reference.
+"""
+
+from service.budget.breaker import BreakerState, read_breaker
+from service.budget.dollars import DollarWindow
+from service.budget.governor import PACER_EXEMPT, Governor, Refusal, RefusalReason
+from service.budget.ladder import (
+    EXHAUSTED_PCT,
+    MENTION_ONLY_PCT,
+    REDUCED_PCT,
+    Mode,
+    mode_for,
+)
+from service.budget.snapshot import BreakerView, PolicyView, Snapshot
+from service.budget.usage import CONFIDENCES, STOP_REASONS, Confidence, Usage
+from service.budget.windows import (
+    _WINDOW,
+    DAILY,
+    SESSION,
+    WEEKLY,
+    WINDOWS,
+    Window,
+    WindowState,
+    limit_of,
+    measure,
+    tightest,
+    window_params,
+)
+
+__all__ = [
+    "CONFIDENCES",
+    "DAILY",
+    "EXHAUSTED_PCT",
+    "MENTION_ONLY_PCT",
+    "PACER_EXEMPT",
+    "REDUCED_PCT",
+    "SESSION",
+    "STOP_REASONS",
+    "WEEKLY",
+    "WINDOWS",
+    "_WINDOW",
+    "BreakerState",
+    "BreakerView",
+    "Confidence",
+    "DollarWindow",
+    "Governor",
+    "Mode",
+    "PolicyView",
+    "Refusal",
+    "RefusalReason",
+    "Snapshot",
+    "Usage",
+    "Window",
+    "WindowState",
+    "limit_of",
+    "measure",
+    "mode_for",
+    "read_breaker",
+    "tightest",
+    "window_params",
+]

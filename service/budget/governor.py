@@ -1,0 +1,523 @@
+"""The governor: the one way to a claim that can spend, and where a run is settled.
+
+A claim that can spend goes through ``Governor.admit``, called by ``ReviewQueue.claim``
+inside the claim's own ``BEGIN IMMEDIATE``. It reads everything that decides (the shared
+policy, the breaker, the windows at their calibrated limits, the dollar window) in that
+transaction, picks the rung, and either refuses (the row stays pending, no attempt spent)
+or writes a ledger reservation of ``max_run_tokens`` that commits with the lease. An
+unsettled reservation counts in full until it ages out of its windows: that fallback is
+the whole concurrency guarantee, and why a crashed run is never granted an amnesty.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Final, Literal
+
+from service.budget.breaker import (
+    BreakerState,
+    read_breaker,
+    recalibrated,
+    reset_breaker,
+    trip_until,
+    tripped_state,
+    write_breaker,
+)
+from service.budget.dollars import MONTHLY, DollarWindow, costs_since, measure_dollars
+from service.budget.ladder import EXHAUSTED_PCT, MENTION_ONLY_PCT, Gauge, Mode, first_at, mode_for
+from service.budget.policy import Policy, default_authority, policy_text, publish, read_policy
+from service.budget.snapshot import BreakerView, PolicyView, Snapshot
+from service.budget.usage import STOP_REASONS, Usage
+from service.budget.windows import (
+    WINDOWS,
+    ActorCharge,
+    WindowState,
+    measure,
+    measure_actor,
+    tightest,
+)
+from service.config import BudgetConfig
+from service.queue import Claim, NothingAdmissible
+from service.store import SqliteStore, StoreClosedError, from_db_time, to_db_time
+
+log = logging.getLogger(__name__)
+
+RefusalReason = Literal["disabled", "exhausted", "mention_only", "insufficient", "breaker",
+                        "per_actor", "pacer", "monthly_usd"]
+#: Refusals worth a WARNING: nothing at all is being admitted.
+_LOUD: Final = frozenset({"disabled", "exhausted", "breaker", "monthly_usd"})
+
+#: Runs settled at zero for these reasons did no review, so the pacer does not count them.
+PACER_EXEMPT: Final = ("refused", "closed", "engine_unavailable")
+
+_CLOSE_PREDECESSOR = """
+UPDATE ledger SET used_tokens = reserved_tokens, usage_confidence = 'unavailable',
+                  stop_reason = 'lost', settled_at = :now
+ WHERE dedupe_key = :key AND settled_at IS NULL
+"""
+
+_RESERVE = """
+INSERT INTO ledger (dedupe_key, owner, actor_id, mode, reserved_tokens, reserved_at,
+                    repo, pr_number)
+VALUES (:key, :owner, :actor_id, :mode, :reserved, :now, :repo, :pr_number)
+"""
+
+_SETTLE = """
+UPDATE ledger SET used_tokens = COALESCE(:tokens, reserved_tokens),
+                  usage_confidence = :confidence, engine = :engine, model = :model,
+                  settled_at = :now, stop_reason = :stop_reason,
+                  reviewed_lines = :reviewed_lines, reviewed_since = :reviewed_since,
+                  cost_usd = :cost_usd
+ WHERE dedupe_key = :key AND owner = :owner AND settled_at IS NULL
+"""
+
+# Off the ledger_pull_request index (repo, pr_number, reserved_at).
+_PACER = """
+SELECT reserved_at FROM ledger
+ WHERE repo = :repo AND pr_number = :pr_number AND reserved_at > :start
+   AND NOT (settled_at IS NOT NULL AND used_tokens = 0
+            AND stop_reason IN (""" + ", ".join(f"'{r}'" for r in PACER_EXEMPT) + """))
+ ORDER BY reserved_at
+"""
+
+_MODE_OF = "SELECT mode FROM ledger WHERE dedupe_key = ? AND owner = ? AND settled_at IS NULL"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a candidate was not admitted: enough for the notice to the person who asked."""
+
+    dedupe_key: str
+    reason: RefusalReason
+    mode: Mode
+    window: str | None         # which window refused ("monthly" for dollars), if any
+    frees_at: datetime | None  # when that refusal can lift (a charge ages out, a reset)
+    at: datetime
+
+
+@dataclass(frozen=True)
+class _View:
+    """Everything an admit reads before it looks at the candidate."""
+
+    config: BudgetConfig       # this process's config, the shared policy applied
+    policy: Policy | None
+    breaker: BreakerState
+    pct: int                   # the calibration in force
+    windows: tuple[WindowState, ...]
+    dollars: DollarWindow | None  # measured only when it can refuse (or for a snapshot)
+
+    @property
+    def gauges(self) -> tuple[Gauge, ...]:
+        dollars = self.dollars
+        if dollars is None or dollars.limit_micro is None:
+            return self.windows
+        return (*self.windows, dollars)
+
+
+def _system_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+def _aware(name: str, t: datetime | None) -> None:
+    if t is not None and (t.tzinfo is None or t.utcoffset() is None):
+        raise ValueError(f"{name} must be timezone-aware, got {t.isoformat()}")
+
+
+class Governor:
+    """The one way to a claim that can spend.
+
+    ``config`` may be replaced at any moment (SIGHUP) by one assignment of a new frozen
+    ``BudgetConfig``; every decision reads it once. Its five shared fields give way to the
+    ``budget_policy`` row when one exists; this governor publishes its own when none does
+    (``publish=False`` never writes one: read-only tools). ``authority`` labels what it
+    publishes; ``clock`` is read only to stamp the row's ``written_at``.
+    """
+
+    def __init__(self, store: SqliteStore, config: BudgetConfig, *,
+                 authority: str | None = None,
+                 clock: Callable[[], datetime] = _system_clock,
+                 publish: bool = True) -> None:
+        self._store = store
+        self._config = config
+        self.authority = authority or default_authority()
+        self._clock = clock
+        self._publishes = publish
+        self.refusals: dict[str, Refusal] = {}
+        self.last_refusal: Refusal | None = None
+        # Refused candidates in one claim all see the same ledger; measuring it again
+        # for each would make an exhausted claim O(pending × window rows).
+        self._memo: tuple[tuple[object, ...], _View] | None = None
+        self._actor_memo: tuple[tuple[object, ...], dict[int, ActorCharge | None]] | None = None
+        self._warned_lock = threading.Lock()
+        self._warned: tuple[str, str] | None = None
+        if publish:
+            self._publish(replace_row=False)
+
+    # -- the config and the shared policy ---------------------------------------------------
+
+    @property
+    def config(self) -> BudgetConfig:
+        """This process's own budget config (the shared policy may override five fields)."""
+        return self._config
+
+    @config.setter
+    def config(self, new: BudgetConfig) -> None:
+        self._config = new
+        if not self._publishes:
+            return
+        # The authority's reload is the policy's reload; anyone else's stays local (and
+        # is logged as disagreeing at the next claim if it does).
+        try:
+            with self._store.transaction() as conn:
+                row = read_policy(conn)
+                if row is None or (row.authority == self.authority
+                                   and row.text != policy_text(new)):
+                    publish(conn, new, authority=self.authority, now=self._clock(),
+                            replace=True)
+                    log.info("republished the shared budget policy",
+                             extra={"authority": self.authority})
+        except (sqlite3.Error, StoreClosedError) as exc:
+            log.error("could not republish the shared budget policy; the row in force "
+                      "stays: %s", exc, extra={"authority": self.authority})
+
+    def publish_policy(self) -> None:
+        """Replace the shared policy row with this config's five fields (an operator's
+        ``pr-review-agent budget --publish-policy``); this governor becomes the authority."""
+        self._publish(replace_row=True)
+
+    def _publish(self, *, replace_row: bool) -> None:
+        with self._store.transaction() as conn:
+            written = publish(conn, self._config, authority=self.authority,
+                              now=self._clock(), replace=replace_row)
+        if written:  # an operator replacing the row is worth noticing; a first start is not
+            log.log(logging.WARNING if replace_row else logging.INFO,
+                    "published the shared budget policy",
+                    extra={"authority": self.authority, "replaced": replace_row})
+
+    def _note_policy(self, policy: Policy | None, local: BudgetConfig) -> None:
+        """Log once per (row, local config) pair that this process obeys a row that
+        disagrees with its own config, or that the row is unreadable."""
+        if policy is None or not (policy.error or policy.overrides(local)):
+            return
+        pair = (policy.text, policy_text(local))
+        with self._warned_lock:
+            if self._warned == pair:
+                return
+            self._warned = pair
+        if policy.error:
+            log.error("the shared budget policy cannot be read (%s); using this process's "
+                      "own config", policy.error, extra={"authority": policy.authority})
+        else:
+            log.warning("this process's budget config disagrees with the shared policy "
+                        "published by %s; obeying the policy: %s", policy.authority,
+                        policy.text, extra={"authority": policy.authority})
+
+    # -- what every decision reads ----------------------------------------------------------
+
+    def _compute(self, conn: sqlite3.Connection, now: datetime, local: BudgetConfig, *,
+                 dollars: bool) -> _View:
+        policy = read_policy(conn)
+        self._note_policy(policy, local)
+        config = local if policy is None else policy.apply(local)
+        breaker = read_breaker(conn)
+        pct = breaker.effective_pct(now)
+        return _View(
+            config=config, policy=policy, breaker=breaker, pct=pct,
+            windows=measure(conn, now, config, pct),
+            dollars=measure_dollars(conn, now, config) if dollars else None,
+        )
+
+    def _view(self, conn: sqlite3.Connection, now: datetime, local: BudgetConfig
+              ) -> tuple[tuple[object, ...], _View]:
+        # Valid only while nothing has written the store: not this connection
+        # (total_changes) and not any other (data_version moves on another's commit).
+        (data_version,) = conn.execute("PRAGMA data_version").fetchone()
+        key = (conn, data_version, conn.total_changes, now, local)
+        memo = self._memo  # one read: several threads may share this governor
+        if memo is not None and memo[0] == key:
+            return key, memo[1]
+        view = self._compute(conn, now, local, dollars=local.monthly_usd is not None)
+        self._memo = (key, view)
+        return key, view
+
+    # -- inside the claim -------------------------------------------------------------------
+
+    def admit(self, conn: sqlite3.Connection, claim: Claim, now: datetime) -> bool:
+        """Reserve ``max_run_tokens`` for ``claim`` in the claim's transaction, or refuse.
+
+        Raises ``NothingAdmissible`` when nothing could be admitted at ``now`` whatever
+        the candidate (disabled, breaker tripped, a window exhausted or unable to fit a
+        run, the dollar window unable to pay for one), which ends the claim's walk at
+        once. Returns False for a refusal that depends on the candidate (a ``pr_opened``
+        at MENTION_ONLY, a pull request the pacer has seen enough of, a person at their
+        cap): the walk moves on. Refusals are remembered in ``refusals`` (by dedupe key)
+        and ``last_refusal`` for the notice to the person who asked.
+        """
+        key, view = self._view(conn, now, self._config)
+        config = view.config
+        if not config.enabled:
+            self._refuse(claim, "disabled", Mode.EXHAUSTED, window=None, frees_at=None,
+                         now=now)
+            raise NothingAdmissible("budget.enabled is false")
+        if view.breaker.tripped(now):
+            self._refuse(claim, "breaker", Mode.EXHAUSTED, window=None,
+                         frees_at=view.breaker.tripped_until, now=now)
+            raise NothingAdmissible("the circuit breaker is tripped")
+        gauges = view.gauges
+        mode = mode_for(gauges)
+        if mode is Mode.EXHAUSTED:
+            full = first_at(gauges, EXHAUSTED_PCT)
+            self._refuse_at(claim, "exhausted", mode, gauge=full, view=view, now=now)
+            raise NothingAdmissible(f"the {full.name if full else '?'} window is exhausted")
+        worst = tightest(view.windows)
+        if worst.remaining < config.max_run_tokens:
+            self._refuse(claim, "insufficient", mode, window=worst.name,
+                         frees_at=worst.frees_at, now=now)
+            raise NothingAdmissible(f"the {worst.name} window cannot fit a run")
+        if view.dollars is not None and not view.dollars.fits_a_run():
+            self._refuse(claim, "monthly_usd", mode, window=MONTHLY,
+                         frees_at=view.dollars.frees_at, now=now)
+            raise NothingAdmissible("the monthly dollar window cannot pay for a run")
+        if mode is Mode.MENTION_ONLY and claim.kind == "pr_opened":
+            return self._refuse_at(claim, "mention_only", mode,
+                                   gauge=first_at(gauges, MENTION_ONLY_PCT), view=view, now=now)
+        paced = self._pacer(conn, claim, now, config)
+        if paced is not None:
+            return self._refuse(claim, "pacer", mode, window=None, frees_at=paced, now=now)
+        if config.per_actor_pct < 100:
+            capped = self._per_actor(conn, key, claim, now, view)
+            if capped is not None:
+                return self._refuse(claim, "per_actor", mode, window=capped.window,
+                                    frees_at=capped.frees_at, now=now)
+        self._reserve(conn, claim, now, mode, config)
+        return True
+
+    def _reserve(self, conn: sqlite3.Connection, claim: Claim, now: datetime, mode: Mode,
+                 config: BudgetConfig) -> None:
+        stamp = to_db_time(now)
+        lost = conn.execute(_CLOSE_PREDECESSOR, {"key": claim.dedupe_key, "now": stamp}).rowcount
+        if lost:
+            log.warning("closed a predecessor reservation as lost",
+                        extra={"dedupe_key": claim.dedupe_key, "attempt": claim.attempts,
+                               "owner": claim.owner})
+        conn.execute(_RESERVE, {
+            "key": claim.dedupe_key, "owner": claim.owner, "actor_id": claim.actor_id,
+            "mode": mode.value, "reserved": config.max_run_tokens, "now": stamp,
+            "repo": claim.repo, "pr_number": claim.pr_number,
+        })
+        self._memo = None
+        self.refusals.pop(claim.dedupe_key, None)
+
+    def _pacer(self, conn: sqlite3.Connection, claim: Claim, now: datetime,
+               config: BudgetConfig) -> datetime | None:
+        """When the pull request may be run again, or None if it may be now."""
+        day = WINDOWS[1].duration
+        runs = [str(at) for (at,) in conn.execute(_PACER, {
+            "repo": claim.repo, "pr_number": claim.pr_number,
+            "start": to_db_time(now - day)})]
+        over = len(runs) - config.max_reviews_per_pr
+        return None if over < 0 else from_db_time(runs[over]) + day
+
+    def _per_actor(self, conn: sqlite3.Connection, key: tuple[object, ...], claim: Claim,
+                   now: datetime, view: _View) -> ActorCharge | None:
+        """``claim``'s person's charge in the first window where their cap cannot fit
+        another run, or None when every window can."""
+        memo = self._actor_memo
+        if memo is None or memo[0] != key:
+            memo = (key, {})
+            self._actor_memo = memo
+        if claim.actor_id in memo[1]:
+            return memo[1][claim.actor_id]
+        pct, run = view.config.per_actor_pct, view.config.max_run_tokens
+        found = next((charge for window, charge in zip(
+            view.windows, measure_actor(conn, now, claim.actor_id), strict=True)
+            if window.limit * pct // 100 - charge.charged < run), None)
+        memo[1][claim.actor_id] = found
+        return found
+
+    def _refuse_at(self, claim: Claim, reason: RefusalReason, mode: Mode, *,
+                   gauge: Gauge | None, view: _View, now: datetime) -> bool:
+        if gauge is None:  # pragma: no cover - the rung came from some gauge
+            return self._refuse(claim, reason, mode, window=None, frees_at=None, now=now)
+        if gauge.name == MONTHLY and view.dollars is not None:
+            reason = "monthly_usd" if reason == "exhausted" else reason
+            return self._refuse(claim, reason, mode, window=MONTHLY,
+                                frees_at=view.dollars.frees_at, now=now)
+        window = next(w for w in view.windows if w.name == gauge.name)
+        return self._refuse(claim, reason, mode, window=window.name,
+                            frees_at=window.frees_at, now=now)
+
+    def _refuse(self, claim: Claim, reason: RefusalReason, mode: Mode, *,
+                window: str | None, frees_at: datetime | None, now: datetime) -> bool:
+        refusal = Refusal(dedupe_key=claim.dedupe_key, reason=reason, mode=mode,
+                          window=window, frees_at=frees_at, at=now)
+        previous = self.refusals.get(claim.dedupe_key)
+        self.refusals[claim.dedupe_key] = refusal
+        self.last_refusal = refusal
+        if previous is None or previous.reason != reason:
+            log.log(logging.WARNING if reason in _LOUD else logging.INFO,
+                    "budget refused a claim: %s (window %s, frees at %s)", reason,
+                    refusal.window, refusal.frees_at,
+                    extra={"dedupe_key": claim.dedupe_key, "repo": claim.repo,
+                           "pr": claim.pr_number})
+        return False
+
+    # -- after the run ----------------------------------------------------------------------
+
+    def mode_of(self, claim: Claim, *, conn: sqlite3.Connection | None = None) -> Mode:
+        """The rung ``claim``'s open reservation was admitted under.
+
+        The worker asks this right after the claim to build the engine request:
+        ``EngineRequest.mode = governor.mode_of(claim).engine_mode``. ``LookupError``
+        when ``claim.owner`` holds no open reservation for it (the lease was lost).
+        """
+        params = (claim.dedupe_key, claim.owner)
+        if conn is None:
+            with self._store.read() as own:
+                row = own.execute(_MODE_OF, params).fetchone()
+        else:
+            row = conn.execute(_MODE_OF, params).fetchone()
+        if row is None:
+            raise LookupError(f"no open reservation for {claim.dedupe_key} held by "
+                              f"{claim.owner}")
+        return Mode(str(row[0]))
+
+    def settle(
+        self,
+        claim: Claim,
+        usage: Usage,
+        *,
+        now: datetime,
+        stop_reason: str = "completed",
+        reviewed_lines: int | None = None,
+        reviewed_since: str | None = None,
+        conn: sqlite3.Connection | None = None,
+        resets_at: datetime | None = None,
+    ) -> bool:
+        """Record what the run cost on the open reservation ``(dedupe_key, owner)``.
+
+        Returns False, changing nothing in the ledger, when there is no such open
+        reservation: the lease lapsed and a later attempt closed it as ``lost`` — this
+        worker's result is no longer its to publish. Pass ``conn`` to settle inside a
+        caller's transaction (settle + record the run + finish commit together).
+
+        ``stop_reason='usage_limit'`` also trips the breaker (``trip``) in the same
+        transaction, until ``resets_at`` when the engine said when the limit resets —
+        even when the row was no longer ours: the limit is a fact about the plan.
+        """
+        if stop_reason not in STOP_REASONS:
+            raise ValueError(f"stop_reason must be one of {STOP_REASONS}, got {stop_reason!r}")
+        if resets_at is not None and stop_reason != "usage_limit":
+            raise ValueError("resets_at is only meaningful with stop_reason 'usage_limit'")
+        _aware("resets_at", resets_at)
+        params = {
+            "key": claim.dedupe_key, "owner": claim.owner, "tokens": usage.tokens,
+            "confidence": usage.confidence, "engine": usage.engine, "model": usage.model,
+            "now": to_db_time(now), "stop_reason": stop_reason,
+            "reviewed_lines": reviewed_lines, "reviewed_since": reviewed_since,
+            "cost_usd": None if usage.cost_usd is None else float(usage.cost_usd),
+        }
+
+        def run(c: sqlite3.Connection) -> int:
+            settled = int(c.execute(_SETTLE, params).rowcount)
+            if stop_reason == "usage_limit":
+                self._trip(c, now=now, resets_at=resets_at)
+            return settled
+
+        if conn is None:
+            with self._store.transaction() as own:
+                settled = run(own)
+        else:
+            settled = run(conn)
+        if settled != 1:
+            log.warning("no open reservation to settle",
+                        extra={"dedupe_key": claim.dedupe_key, "owner": claim.owner,
+                               "attempt": claim.attempts})
+        return settled == 1
+
+    # -- the circuit breaker ----------------------------------------------------------------
+
+    def trip(self, *, now: datetime, resets_at: datetime | None = None,
+             conn: sqlite3.Connection | None = None) -> BreakerState:
+        """Reality refused (a run ended ``usage_limit``): admit nothing until ``resets_at``
+        (or ``DEFAULT_TRIP`` from now), and calibrate the limits down. Returns the new state.
+
+        A trip while already tripped is the same event seen by another run in flight: it
+        only extends ``tripped_until`` and neither recalibrates nor counts as a trip.
+        ``settle(..., stop_reason='usage_limit')`` calls this itself.
+        """
+        if conn is None:
+            with self._store.transaction() as own:
+                return self._trip(own, now=now, resets_at=resets_at)
+        return self._trip(conn, now=now, resets_at=resets_at)
+
+    def _trip(self, conn: sqlite3.Connection, *, now: datetime, resets_at: datetime | None
+              ) -> BreakerState:
+        _aware("now", now)
+        _aware("resets_at", resets_at)
+        state = read_breaker(conn)
+        if state.tripped(now):
+            assert state.tripped_until is not None  # tripped() says so
+            new = replace(state, tripped_until=max(state.tripped_until,
+                                                   trip_until(now, resets_at)))
+            write_breaker(conn, new)
+            log.info("usage limit reported while the breaker is already tripped; "
+                     "tripped until %s", new.tripped_until)
+            return new
+        policy = read_policy(conn)
+        config = self._config if policy is None else policy.apply(self._config)
+        current = state.effective_pct(now)
+        pct = recalibrated(current, measure(conn, now, config))
+        new = tripped_state(state, now=now, resets_at=resets_at, new_pct=pct)
+        write_breaker(conn, new)
+        self._memo = None
+        log.warning("usage limit reached: the breaker is tripped until %s and the limits "
+                    "are calibrated from %d%% to %d%% (%d trip(s) in 28 days)",
+                    new.tripped_until, current, pct, len(new.trips),
+                    extra={"tripped_until": to_db_time(new.tripped_until or now),
+                           "calibrated_pct": pct})
+        return new
+
+    def reset_calibration(self, *, conn: sqlite3.Connection | None = None) -> None:
+        """Forget every trip: back to 100 %, untripped (``budget --reset-calibration``)."""
+        if conn is None:
+            with self._store.transaction() as own:
+                reset_breaker(own)
+        else:
+            reset_breaker(conn)
+        self._memo = None
+        log.warning("budget calibration reset: limits back to 100%, breaker closed")
+
+    # -- for operators ----------------------------------------------------------------------
+
+    def snapshot(self, now: datetime) -> Snapshot:
+        """Everything that decides, as the next claim at ``now`` would see it."""
+        local = self._config
+        with self._store.read() as conn:
+            view = self._compute(conn, now, local, dollars=True)
+            window_usd = {w.name: costs_since(conn, now - w.duration).micro_usd
+                          for w in WINDOWS}
+        config, breaker, policy = view.config, view.breaker, view.policy
+        tripped = breaker.tripped(now)
+        mode = (Mode.EXHAUSTED if not config.enabled or tripped
+                else mode_for(view.gauges))
+        return Snapshot(
+            now=now, enabled=config.enabled, mode=mode, tightest=tightest(view.windows).name,
+            max_run_tokens=config.max_run_tokens, windows=view.windows,
+            breaker=BreakerView(
+                tripped=tripped, tripped_until=breaker.tripped_until,
+                calibrated_pct=breaker.calibrated_pct, effective_pct=view.pct,
+                last_trip_at=breaker.last_trip_at,
+                trips_28d=breaker.trips_within_memory(now)),
+            per_actor_pct=config.per_actor_pct,
+            max_reviews_per_pr=config.max_reviews_per_pr,
+            policy=PolicyView() if policy is None else PolicyView(
+                authority=policy.authority, written_at=policy.written_at,
+                overrides_local=policy.overrides(local), error=policy.error),
+            window_usd=window_usd, monthly=view.dollars,
+        )
