@@ -68,6 +68,44 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return serve(config, args.role)
 
 
+def _budget(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    import json
+    from datetime import UTC, datetime
+
+    from service.budget import Governor
+    from service.budget.report import render
+    from service.config import ConfigError, load_config
+    from service.store import SqliteStore
+
+    try:
+        config = load_config(args.config, os.environ)
+    except ConfigError as exc:
+        print(f"{args.config}: {len(exc.problems)} problem(s)", file=err)
+        for problem in exc.problems:
+            print(f"  {problem}", file=err)
+        return 2
+    store = SqliteStore(config.store.path)
+    try:
+        # Looking must not publish: only --publish-policy writes the shared policy.
+        governor = Governor(store, config.budget, publish=False)
+        if args.reset_calibration:
+            governor.reset_calibration()
+            print("calibration reset: limits back to 100%, breaker closed", file=err)
+        if args.publish_policy:
+            governor.publish_policy()
+            print(f"shared policy replaced with {args.config}'s budget "
+                  f"(authority {governor.authority})", file=err)
+        body = governor.snapshot(datetime.now(UTC)).as_json()
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps(body, indent=2), file=out)
+    else:
+        for line in render(body):
+            print(line, file=out)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pr-review-agent",
@@ -93,6 +131,18 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-format", choices=("json", "text"), default="json",
                        help="log lines as JSON objects (default) or readable text")
     serve.set_defaults(handler=_serve)
+
+    budget = sub.add_parser("budget", help="show the budget as GET /budget does; reset the "
+                            "calibration or publish the shared policy")
+    budget.add_argument("--config", required=True, help="path to the YAML config")
+    budget.add_argument("--json", action="store_true",
+                        help="print the GET /budget JSON instead of a table")
+    budget.add_argument("--reset-calibration", action="store_true",
+                        help="forget every usage-limit trip: limits back to 100%%, "
+                        "breaker closed")
+    budget.add_argument("--publish-policy", action="store_true",
+                        help="replace the shared budget policy with this config's budget")
+    budget.set_defaults(handler=_budget)
 
     return parser
 

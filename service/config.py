@@ -110,12 +110,21 @@ class ReviewConfig:
 
 @dataclass(frozen=True)
 class PublishConfig:
+    """How results reach GitHub. ``dry_run`` records without posting (reloadable);
+    ``describe_updates_body`` writes ``@claude describe`` into the pull request body
+    (between marked lines, keeping the author's text) instead of posting a comment."""
+
     dry_run: bool = False
+    describe_updates_body: bool = False
 
 
 @dataclass(frozen=True)
 class RetentionConfig:
+    """Purging review content from ``runs`` once a pull request closes or merges,
+    ``delay_hours`` after the close (0: at the next sweep). The ledger is never purged."""
+
     purge_after_close: bool = True
+    delay_hours: int = 0
 
 
 #: What a run is assumed to cost, in dollars per million tokens, until enough runs have
@@ -693,10 +702,18 @@ def parse_config(data: object, environ: Mapping[str, str], base_dir: Path) -> Co
     )
     review.finish()
     publish = top.section("publish")
-    dry_run = publish.boolean("dry_run", PublishConfig.dry_run)
+    publish_config = PublishConfig(
+        dry_run=publish.boolean("dry_run", PublishConfig.dry_run),
+        describe_updates_body=publish.boolean("describe_updates_body",
+                                              PublishConfig.describe_updates_body),
+    )
     publish.finish()
     retention = top.section("retention")
-    purge = retention.boolean("purge_after_close", RetentionConfig.purge_after_close)
+    retention_config = RetentionConfig(
+        purge_after_close=retention.boolean("purge_after_close",
+                                            RetentionConfig.purge_after_close),
+        delay_hours=retention.integer("delay_hours", RetentionConfig.delay_hours, minimum=0),
+    )
     retention.finish()
     budget = _budget(top)
     top.finish()
@@ -712,8 +729,8 @@ def parse_config(data: object, environ: Mapping[str, str], base_dir: Path) -> Co
         workers=workers_config,
         engine=engine,
         review=review_config,
-        publish=PublishConfig(dry_run=dry_run),
-        retention=RetentionConfig(purge_after_close=purge),
+        publish=publish_config,
+        retention=retention_config,
     )
 
 
@@ -818,8 +835,12 @@ def describe_config(config: Config) -> list[str]:
         f"max turns {engine.max_turns}, wall clock {engine.wall_clock_seconds} s)",
         f"review: max diff lines {review.max_diff_lines}; excluded paths "
         + (", ".join(review.excluded_paths) or "none"),
-        f"publish: dry run {_on(config.publish.dry_run)}",
-        f"retention: purge after close {_on(config.retention.purge_after_close)}",
+        f"publish: dry run {_on(config.publish.dry_run)}; describe "
+        + ("into the pull request body" if config.publish.describe_updates_body
+           else "as a comment"),
+        f"retention: purge after close {_on(config.retention.purge_after_close)}"
+        + (f", {config.retention.delay_hours} h after the close"
+           if config.retention.purge_after_close and config.retention.delay_hours else ""),
         "budget: "
         + ("enabled" if budget.enabled else "DISABLED — a hard stop, nothing is admitted")
         + f"; reviewer share {share}%",

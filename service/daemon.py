@@ -18,10 +18,11 @@ then winds down; ``RUNNERS`` maps component names to runners, and a role is avai
 every component it names has one. SIGTERM and SIGINT set ``stop`` (a second one forces the
 web server to drop open connections); a clean stop exits 0.
 
-At start the App's slug is fetched (``GET /app`` with the App JWT) so the trigger rules know
-the App's ``{slug}[bot]`` login. If GitHub cannot be reached the process still starts: the
-rules then recognise the App's own comments by ``performed_via_github_app.id`` and by the
-author being a Bot (every App comment is), and the slug is fetched again in the background.
+The App's slug is fetched in the background as the components start (``GET /app`` with the
+App JWT), so the trigger rules learn the App's ``{slug}[bot]`` login. Until then, and for as
+long as GitHub cannot be reached (retried every 5 minutes, with a warning and a degraded
+``github_auth`` health check), the rules recognise the App's own comments by
+``performed_via_github_app.id`` and by the author being a Bot, which every App comment is.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ ROLES: Final[Mapping[str, tuple[str, ...]]] = {
 UNKNOWN_SLUG: Final = "slug-not-yet-known!"
 SLUG_TIMEOUT: Final = 15.0
 SLUG_RETRY: Final = timedelta(minutes=5)
-STARTUP_POLICY: Final = RetryPolicy(server_retries=1, rate_limit_retries=0,
+SLUG_POLICY: Final = RetryPolicy(server_retries=1, rate_limit_retries=0,
                                     backoff_base=0.5, backoff_cap=1.0)
 GRACEFUL_SECONDS: Final = 10
 
@@ -137,11 +138,19 @@ class AppIdentity:
         log.info("App identified", extra={"app_id": self._config.github.app_id, "slug": slug})
         return True
 
-    async def keep_resolving(self, github: GitHubClient, health: Health, clock: Clock) -> None:
-        """Retry ``resolve`` every ``SLUG_RETRY`` until it succeeds."""
-        while self.slug is None:
+    async def keep_resolving(self, config: Config, health: Health, clock: Clock,
+                             transport: httpx.AsyncBaseTransport | None = None) -> None:
+        """``resolve`` now, then every ``SLUG_RETRY`` until it succeeds.
+
+        Each attempt uses a client of its own with a short retry policy, so a GitHub that is
+        down costs a second, not the patient back-off the shared client uses for reviews.
+        """
+        while True:
+            async with GitHubClient.from_config(config.github, clock=clock, transport=transport,
+                                                policy=SLUG_POLICY) as github:
+                if await self.resolve(github, health, clock):
+                    return
             await anyio.sleep(SLUG_RETRY.total_seconds())
-            await self.resolve(github, health, clock)
 
 
 @dataclass
@@ -159,14 +168,18 @@ class Services:
     sockets: list[socket.socket] = field(default_factory=list)
     #: Set by a second SIGTERM/SIGINT: stop now, without waiting for open connections.
     force: asyncio.Event = field(default_factory=asyncio.Event)
-    #: Set when an installation webhook changed the repositories; the poller clears it.
-    repositories_changed: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Called (on the event loop) after an installation webhook changed ``repositories``;
+    #: a poller in this process adds its ``request_refresh`` here.
+    installation_listeners: list[Callable[[InstallationChange], None]] = field(
+        default_factory=list)
 
     def installation_changed(self, change: InstallationChange) -> None:
+        """The web receiver's ``on_installation_change``: tell every listener."""
         log.info("installation changed", extra={
             "installation_id": change.installation_id, "action": change.action,
             "added": list(change.added), "removed": list(change.removed)})
-        self.repositories_changed.set()
+        for listener in self.installation_listeners:
+            listener(change)
 
 
 Runner = Callable[[Services, asyncio.Event], Awaitable[None]]
@@ -284,24 +297,28 @@ async def run(
             sock.close()
         return 1
     try:
-        async with GitHubClient.from_config(config.github, clock=clock, transport=transport,
-                                            policy=STARTUP_POLICY) as github:
-            services = Services(
-                config=config, store=store, queue=ReviewQueue(
-                    store, lease=timedelta(seconds=config.workers.lease_seconds)),
-                governor=Governor(store, config.budget), health=Health(store),
-                identity=AppIdentity(config, store), github=github, clock=clock,
-                sockets=listening, force=force or asyncio.Event(),
-            )
-            return await _run_components(services, parts, stop)
+        async with GitHubClient.from_config(config.github, clock=clock,
+                                            transport=transport) as github:
+            try:
+                services = Services(
+                    config=config, store=store, queue=ReviewQueue(
+                        store, lease=timedelta(seconds=config.workers.lease_seconds)),
+                    governor=Governor(store, config.budget, clock=clock),
+                    health=Health(store), identity=AppIdentity(config, store), github=github,
+                    clock=clock, sockets=listening, force=force or asyncio.Event(),
+                )
+            except Exception:
+                log.exception("cannot start: building the components failed")
+                return 1
+            return await _run_components(services, parts, stop, transport)
     finally:
         for sock in listening if own_sockets else []:
             sock.close()
         store.close()
 
 
-async def _run_components(services: Services, parts: tuple[str, ...],
-                          stop: asyncio.Event) -> int:
+async def _run_components(services: Services, parts: tuple[str, ...], stop: asyncio.Event,
+                          transport: httpx.AsyncBaseTransport | None) -> int:
     failed: list[str] = []
 
     async def supervise(name: str, runner: Runner) -> None:
@@ -313,12 +330,10 @@ async def _run_components(services: Services, parts: tuple[str, ...],
             stop.set()
 
     log.info("starting", extra={"components": list(parts), "store": services.store.path})
-    resolved = await services.identity.resolve(services.github, services.health,
-                                               services.clock)
     async with anyio.create_task_group() as tg:
-        if not resolved:
-            tg.start_soon(services.identity.keep_resolving, services.github,
-                          services.health, services.clock)
+        # In the background: webhooks are accepted meanwhile, with the fallback rules.
+        tg.start_soon(services.identity.keep_resolving, services.config, services.health,
+                      services.clock, transport)
         async with anyio.create_task_group() as components:
             for name in parts:
                 components.start_soon(supervise, name, RUNNERS[name])

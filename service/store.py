@@ -248,6 +248,23 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         " tokens = tokens - COALESCE(OLD.used_tokens, OLD.reserved_tokens), runs = runs - 1"
         " WHERE hour = substr(OLD.reserved_at, 1, 13); END",
     ),
+    # 27: the publisher's own record. notices holds at most one notice per trigger (the
+    # primary key is the rule), written before the post so that two passes cannot both
+    # post; runs.publish_lease_until keeps two processes from publishing one run at once
+    # (a crashed attempt's lease lapses and the run is offered again); the two partial
+    # indexes serve the re-offer scan (runs still to publish) and the retention sweep
+    # (runs whose content is still held), so neither reads the whole table.
+    (
+        "CREATE TABLE IF NOT EXISTS notices ("
+        "dedupe_key TEXT PRIMARY KEY, kind TEXT NOT NULL, comment_id INTEGER,"
+        " posted_at TEXT NOT NULL)",
+        "ALTER TABLE runs ADD COLUMN publish_lease_until TEXT",
+        "CREATE INDEX IF NOT EXISTS runs_unpublished ON runs (recorded_at)"
+        " WHERE publish_outcome IS NULL AND publish_failed_at IS NULL"
+        " AND content_purged_at IS NULL",
+        "CREATE INDEX IF NOT EXISTS runs_unpurged ON runs (repo, pr_number)"
+        " WHERE content_purged_at IS NULL",
+    ),
 )
 
 HEAD_VERSION: Final = len(MIGRATIONS)

@@ -1,4 +1,4 @@
--- user_version 25
+-- user_version 27
 CREATE INDEX agent_comments_id ON agent_comments (comment_id);
 CREATE INDEX ledger_actor_window ON ledger (actor_id, reserved_at);
 CREATE UNIQUE INDEX ledger_open ON ledger (dedupe_key) WHERE settled_at IS NULL;
@@ -7,18 +7,25 @@ CREATE INDEX ledger_pull_request ON ledger (repo, pr_number, reserved_at);
 CREATE INDEX ledger_window ON ledger (reserved_at);
 CREATE INDEX queue_leases ON queue (repo, pr_number, status, leased_until);
 CREATE INDEX queue_live ON queue (enqueued_at, dedupe_key) WHERE status IN ('pending', 'claimed');
+CREATE INDEX runs_unpublished ON runs (recorded_at) WHERE publish_outcome IS NULL AND publish_failed_at IS NULL AND content_purged_at IS NULL;
+CREATE INDEX runs_unpurged ON runs (repo, pr_number) WHERE content_purged_at IS NULL;
 CREATE TABLE agent_comments (repo TEXT NOT NULL, comment_id INTEGER NOT NULL, posted_at TEXT NOT NULL, PRIMARY KEY (repo, comment_id));
 CREATE TABLE budget_policy (id INTEGER PRIMARY KEY CHECK (id = 1), authority_repo TEXT NOT NULL, policy TEXT NOT NULL, written_at TEXT NOT NULL);
 CREATE TABLE budget_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE closed_pull_requests (repo TEXT NOT NULL, pr_number INTEGER NOT NULL, merged INTEGER NOT NULL, closed_at TEXT NOT NULL, purged_at TEXT, PRIMARY KEY (repo, pr_number));
 CREATE TABLE deliveries (delivery_id TEXT PRIMARY KEY, event TEXT NOT NULL, action TEXT, installation_id INTEGER, received_at TEXT NOT NULL, outcome TEXT NOT NULL);
 CREATE TABLE etags (path TEXT PRIMARY KEY, etag TEXT NOT NULL, last_modified TEXT);
-CREATE TABLE ledger (id INTEGER PRIMARY KEY AUTOINCREMENT, dedupe_key TEXT NOT NULL, owner TEXT NOT NULL, actor_id INTEGER NOT NULL, mode TEXT NOT NULL, reserved_tokens INTEGER NOT NULL, used_tokens INTEGER, usage_confidence TEXT, engine TEXT, model TEXT, reserved_at TEXT NOT NULL, settled_at TEXT, reviewed_lines INTEGER, stop_reason TEXT, repo TEXT, pr_number INTEGER, reviewed_since TEXT);
+CREATE TABLE ledger (id INTEGER PRIMARY KEY AUTOINCREMENT, dedupe_key TEXT NOT NULL, owner TEXT NOT NULL, actor_id INTEGER NOT NULL, mode TEXT NOT NULL, reserved_tokens INTEGER NOT NULL, used_tokens INTEGER, usage_confidence TEXT, engine TEXT, model TEXT, reserved_at TEXT NOT NULL, settled_at TEXT, reviewed_lines INTEGER, stop_reason TEXT, repo TEXT, pr_number INTEGER, reviewed_since TEXT, cost_usd REAL);
+CREATE TABLE ledger_cost_hours (hour TEXT PRIMARY KEY, micro_usd INTEGER NOT NULL, tokens INTEGER NOT NULL, runs INTEGER NOT NULL);
 CREATE TABLE ledger_hours (hour TEXT PRIMARY KEY, charged INTEGER NOT NULL);
+CREATE TABLE notices (dedupe_key TEXT PRIMARY KEY, kind TEXT NOT NULL, comment_id INTEGER, posted_at TEXT NOT NULL);
 CREATE TABLE queue (dedupe_key TEXT PRIMARY KEY, kind TEXT NOT NULL, repo TEXT NOT NULL, pr_number INTEGER NOT NULL, head_sha TEXT, actor_id INTEGER NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, enqueued_at TEXT NOT NULL, leased_until TEXT, owner TEXT, comment_id INTEGER, comment_source TEXT, command TEXT NOT NULL DEFAULT 'review');
 CREATE TABLE repositories (repo TEXT PRIMARY KEY, installation_id INTEGER NOT NULL, added_at TEXT NOT NULL, removed_at TEXT);
-CREATE TABLE runs (dedupe_key TEXT PRIMARY KEY, repo TEXT NOT NULL, pr_number INTEGER NOT NULL, head_sha TEXT NOT NULL, outcome TEXT NOT NULL, findings TEXT NOT NULL, comment_id INTEGER, recorded_at TEXT NOT NULL, published_at TEXT, content_purged_at TEXT, publish_outcome TEXT, publish_attempts INTEGER NOT NULL DEFAULT 0, publish_failed_at TEXT, omitted TEXT NOT NULL DEFAULT '[]', assessment TEXT, description TEXT);
+CREATE TABLE runs (dedupe_key TEXT PRIMARY KEY, repo TEXT NOT NULL, pr_number INTEGER NOT NULL, head_sha TEXT NOT NULL, outcome TEXT NOT NULL, findings TEXT NOT NULL, comment_id INTEGER, recorded_at TEXT NOT NULL, published_at TEXT, content_purged_at TEXT, publish_outcome TEXT, publish_attempts INTEGER NOT NULL DEFAULT 0, publish_failed_at TEXT, omitted TEXT NOT NULL DEFAULT '[]', assessment TEXT, description TEXT, publish_lease_until TEXT);
 CREATE TABLE watermarks (name TEXT PRIMARY KEY, at TEXT NOT NULL);
+CREATE TRIGGER ledger_cost_hours_delete AFTER DELETE ON ledger WHEN OLD.cost_usd IS NOT NULL BEGIN UPDATE ledger_cost_hours SET micro_usd = micro_usd - CAST(round(OLD.cost_usd * 1000000) AS INTEGER), tokens = tokens - COALESCE(OLD.used_tokens, OLD.reserved_tokens), runs = runs - 1 WHERE hour = substr(OLD.reserved_at, 1, 13); END;
+CREATE TRIGGER ledger_cost_hours_insert AFTER INSERT ON ledger WHEN NEW.cost_usd IS NOT NULL BEGIN INSERT INTO ledger_cost_hours (hour, micro_usd, tokens, runs) VALUES (substr(NEW.reserved_at, 1, 13), CAST(round(NEW.cost_usd * 1000000) AS INTEGER), COALESCE(NEW.used_tokens, NEW.reserved_tokens), 1) ON CONFLICT (hour) DO UPDATE SET micro_usd = micro_usd + excluded.micro_usd, tokens = tokens + excluded.tokens, runs = runs + excluded.runs; END;
+CREATE TRIGGER ledger_cost_hours_update AFTER UPDATE OF cost_usd, used_tokens, reserved_tokens, reserved_at ON ledger WHEN OLD.cost_usd IS NOT NULL OR NEW.cost_usd IS NOT NULL BEGIN UPDATE ledger_cost_hours SET micro_usd = micro_usd - CAST(round(OLD.cost_usd * 1000000) AS INTEGER), tokens = tokens - COALESCE(OLD.used_tokens, OLD.reserved_tokens), runs = runs - 1 WHERE hour = substr(OLD.reserved_at, 1, 13) AND OLD.cost_usd IS NOT NULL; INSERT INTO ledger_cost_hours (hour, micro_usd, tokens, runs) SELECT substr(NEW.reserved_at, 1, 13), CAST(round(NEW.cost_usd * 1000000) AS INTEGER), COALESCE(NEW.used_tokens, NEW.reserved_tokens), 1 WHERE NEW.cost_usd IS NOT NULL ON CONFLICT (hour) DO UPDATE SET micro_usd = micro_usd + excluded.micro_usd, tokens = tokens + excluded.tokens, runs = runs + excluded.runs; END;
 CREATE TRIGGER ledger_hours_delete AFTER DELETE ON ledger BEGIN UPDATE ledger_hours SET charged = charged - COALESCE(OLD.used_tokens, OLD.reserved_tokens) WHERE hour = substr(OLD.reserved_at, 1, 13); END;
 CREATE TRIGGER ledger_hours_insert AFTER INSERT ON ledger BEGIN INSERT INTO ledger_hours (hour, charged) VALUES (substr(NEW.reserved_at, 1, 13), COALESCE(NEW.used_tokens, NEW.reserved_tokens)) ON CONFLICT (hour) DO UPDATE SET charged = charged + excluded.charged; END;
 CREATE TRIGGER ledger_hours_update AFTER UPDATE OF used_tokens, reserved_tokens, reserved_at ON ledger BEGIN UPDATE ledger_hours SET charged = charged - COALESCE(OLD.used_tokens, OLD.reserved_tokens) WHERE hour = substr(OLD.reserved_at, 1, 13); INSERT INTO ledger_hours (hour, charged) VALUES (substr(NEW.reserved_at, 1, 13), COALESCE(NEW.used_tokens, NEW.reserved_tokens)) ON CONFLICT (hour) DO UPDATE SET charged = charged + excluded.charged; END;

@@ -130,6 +130,7 @@ ROWS: dict[str, list[dict[str, object]]] = {
             "repo": "o/r",
             "pr_number": 1,
             "reviewed_since": "b" * 40,
+            "cost_usd": 0.4125,
         },
         {
             "id": 2,
@@ -149,6 +150,7 @@ ROWS: dict[str, list[dict[str, object]]] = {
             "repo": "o/r",
             "pr_number": 2,
             "reviewed_since": None,
+            "cost_usd": None,
         },
     ],
     "runs": [
@@ -169,6 +171,7 @@ ROWS: dict[str, list[dict[str, object]]] = {
             "omitted": '["x.lock"]',
             "assessment": '{"verdict": "ok"}',
             "description": None,
+            "publish_lease_until": None,
         },
     ],
     "budget_state": [
@@ -198,6 +201,10 @@ ROWS: dict[str, list[dict[str, object]]] = {
     "repositories": [
         {"repo": "o/r", "installation_id": 42, "added_at": at(0), "removed_at": None},
     ],
+    "notices": [
+        {"dedupe_key": "mention:o/r:2:99", "kind": "budget:exhausted", "comment_id": 777,
+         "posted_at": at(6)},
+    ],
 }
 
 # What a row written before a column existed reads back as, when not NULL.
@@ -210,7 +217,7 @@ ADDED_DEFAULTS: dict[tuple[str, str], object] = {
 ORDER_BY = {"ledger": "id", "budget_policy": "id"}
 
 # Tables whose rows are derived from others (kept by triggers), checked by derivation.
-DERIVED = {"ledger_hours"}
+DERIVED = {"ledger_hours", "ledger_cost_hours"}
 
 
 def assert_ledger_hours_derived(conn: sqlite3.Connection) -> None:
@@ -219,6 +226,16 @@ def assert_ledger_hours_derived(conn: sqlite3.Connection) -> None:
         "SELECT substr(reserved_at, 1, 13), SUM(COALESCE(used_tokens, reserved_tokens))"
         " FROM ledger GROUP BY 1"))
     assert hours == {h: c for h, c in expected.items() if c != 0}
+
+
+def assert_ledger_cost_hours_derived(conn: sqlite3.Connection) -> None:
+    hours = {h: (m, t, r) for h, m, t, r in conn.execute(
+        "SELECT hour, micro_usd, tokens, runs FROM ledger_cost_hours WHERE runs != 0")}
+    expected = {h: (m, t, r) for h, m, t, r in conn.execute(
+        "SELECT substr(reserved_at, 1, 13), SUM(CAST(round(cost_usd * 1000000) AS INTEGER)),"
+        " SUM(COALESCE(used_tokens, reserved_tokens)), COUNT(*)"
+        " FROM ledger WHERE cost_usd IS NOT NULL GROUP BY 1")}
+    assert hours == expected
 
 
 def tables(conn: sqlite3.Connection) -> list[str]:
@@ -261,7 +278,7 @@ def read_table(conn: sqlite3.Connection, table: str) -> list[dict[str, object]]:
 
 def test_fresh_store_matches_the_checked_in_snapshot(tmp_path: Path) -> None:
     with SqliteStore(tmp_path / "s.db") as store:
-        assert store.version == HEAD_VERSION == len(MIGRATIONS) == 25
+        assert store.version == HEAD_VERSION == len(MIGRATIONS) == 27
         with store.read() as conn:
             schema = dump_schema(conn)
     assert schema == SNAPSHOT.read_text(), (
@@ -302,6 +319,7 @@ def test_upgrade_from_every_version_keeps_every_row(tmp_path: Path, k: int) -> N
         with store.read() as conn:
             assert dump_schema(conn) == SNAPSHOT.read_text()
             assert_ledger_hours_derived(conn)
+            assert_ledger_cost_hours_derived(conn)
             for table, cols in present.items():
                 if table in DERIVED:
                     continue
@@ -512,9 +530,10 @@ def test_migration_15_settles_duplicate_open_rows_and_keeps_the_charge(tmp_path:
                     "stop_reason": "lost",
                     "settled_at": old["reserved_at"],
                     "reviewed_since": None,
+                    "cost_usd": None,
                 }
             else:
-                assert new == {**old, "reviewed_since": None}
+                assert new == {**old, "reviewed_since": None, "cost_usd": None}
         open_rows = conn.execute(
             "SELECT dedupe_key, id FROM ledger WHERE settled_at IS NULL ORDER BY dedupe_key"
         ).fetchall()

@@ -18,7 +18,7 @@ from service.engine.base import EngineRequest, EngineResult
 from service.worker import JobSettings, RecordedRun
 from service.worker.checkout import GitRunner, auth_header
 from service.worker.estimate import Estimator
-from tests.simulator import push_to_pull
+from tests.simulator import open_pull, push_to_pull
 from tests.worker_helpers import (
     OWNER,
     REPO,
@@ -241,6 +241,22 @@ async def test_a_mention_after_a_review_still_reviews_everything(sim: Sim) -> No
     await sim.runner()(sim.claim())
     assert sim.engine.requests[1].reviewed_since is None
     assert set(sim.engine.requests[1].changed_paths) == {"src/app.py", "src/new.py"}
+
+
+@pytest.mark.anyio
+async def test_a_base_sha_gone_after_a_base_force_push_diffs_against_the_tip(sim: Sim) -> None:
+    sim.git.commit({"src/feature.py": "f = 1\n"}, parent=sim.base_sha, branch="topic")
+    moved = sim.git.commit({"CHANGELOG.md": "c\n"}, parent=sim.base_sha, branch="main")
+    pr = open_pull(sim.world, REPO, sim.git, base_ref="main", head_ref="topic", title="T",
+                   user="alice", emit=False)
+    assert pr.head.base_sha == moved
+    rewritten = sim.git.commit({"NOTES.md": "n\n"}, parent=sim.base_sha, branch="main")
+    key = sim.enqueue_opened(pr)
+    await sim.runner()(sim.claim())
+    [request] = sim.engine.requests
+    assert request.base_sha == rewritten
+    assert request.changed_paths == ("src/feature.py",)
+    assert sim.ledger(key)[0]["stop_reason"] == "completed"
 
 
 # -- layer 2 ---------------------------------------------------------------------------------

@@ -9,6 +9,8 @@ A claim that can spend goes through ``Governor.admit``; a run ends with
 - ``breaker``: the circuit breaker and the calibration it learns from usage limits;
 - ``policy``: the one shared policy row every process on a store obeys;
 - ``dollars``: reported costs and the optional monthly dollar window;
+- ``limits``: the pacer and the per-person cap (refusals that depend on the candidate);
+- ``view``: everything a decision reads, read once per claim;
 - ``usage``: what a run cost and why it ended;
 - ``governor``: admit, settle, trip, and the snapshot ``GET /budget`` shows;
 - ``report``: the snapshot as the text table ``pr-review-agent budget`` prints.
@@ -18,7 +20,7 @@ docs/BUDGET.md is the reference.
 
 from service.budget.breaker import BreakerState, read_breaker
 from service.budget.dollars import DollarWindow
-from service.budget.governor import PACER_EXEMPT, Governor, Refusal, RefusalReason
+from service.budget.governor import Governor, Refusal, RefusalReason
 from service.budget.ladder import (
     EXHAUSTED_PCT,
     MENTION_ONLY_PCT,
@@ -26,6 +28,7 @@ from service.budget.ladder import (
     Mode,
     mode_for,
 )
+from service.budget.limits import PACER_EXEMPT
 from service.budget.snapshot import BreakerView, PolicyView, Snapshot
 from service.budget.usage import CONFIDENCES, STOP_REASONS, Confidence, Usage
 from service.budget.windows import (

@@ -6,10 +6,11 @@ ends ``usage_limit`` the breaker *trips*: nothing is admitted until the reset th
 reported (or ``DEFAULT_TRIP`` when it named none), and ``calibrated_pct`` drops so the
 effective limits sit below what reality just refused, with a margin.
 
-The calibration relaxes back toward 100 % by itself, derived at read time from when the
-last trip happened (no background job): ``floor(quiet days × R)`` points, where
-``R = 1 point/day ÷ (1 + trips in the last 28 days)``. Each trip slows the climb, so with
-a fixed real limit the trips get rarer instead of recurring once per window.
+The calibration relaxes back toward 100 % by itself, derived at read time from the
+stored trips (no background job): the rate ``R = 1 point/day ÷ (1 + trips in the last
+28 days)``, integrated over the quiet time since the last trip and floored. Each trip
+slows the climb, so with a fixed real limit the trips get rarer instead of recurring once
+per window.
 
 State lives in ``budget_state`` under ``calibrated_pct``, ``tripped_until``,
 ``last_trip_at`` and ``recent_trips`` (the trip instants of the last 28 days, as a JSON
@@ -18,14 +19,18 @@ list). A missing key means "never": 100 %, not tripped.
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import sqlite3
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from fractions import Fraction
 from typing import Final
 
-from service.budget.windows import WindowState
+from service.budget.windows import WindowState, measure
+from service.config import BudgetConfig
 from service.store import from_db_time, to_db_time
 
 #: How long the breaker stays tripped when the engine did not say when the limit resets:
@@ -39,6 +44,7 @@ MARGIN_PCT: Final = 90
 TRIP_MEMORY: Final = timedelta(days=28)
 #: One point of calibration per this long, divided by (1 + recent trips).
 RELAX_STEP: Final = timedelta(days=1)
+_MICROSECOND: Final = timedelta(microseconds=1)
 
 CALIBRATED_PCT: Final = "calibrated_pct"
 TRIPPED_UNTIL: Final = "tripped_until"
@@ -76,13 +82,22 @@ class BreakerState:
     def effective_pct(self, now: datetime) -> int:
         """The calibration in force at ``now``: stored, plus what quiet time has relaxed.
 
-        Integer arithmetic on microseconds: ``floor(quiet / (1 day × (1 + trips)))``.
+        The rate ``1 point/day ÷ (1 + trips in the 28 days up to t)`` changes only when a
+        trip leaves the memory, so the relaxation since the last trip is integrated piece
+        by piece, exactly (fractions of microseconds), then floored. Applying today's rate
+        to every quiet day instead would jump the calibration up by weeks' worth of points
+        the moment an old trip is forgotten.
         """
-        if self.last_trip_at is None or self.calibrated_pct >= 100:
+        if self.last_trip_at is None or self.calibrated_pct >= 100 or now <= self.last_trip_at:
             return min(100, self.calibrated_pct)
-        quiet = max(timedelta(0), now - self.last_trip_at)
-        step = RELAX_STEP * (1 + self.trips_within_memory(now))
-        return min(100, self.calibrated_pct + quiet // step)
+        forgotten = sorted(t + TRIP_MEMORY for t in self.trips)
+        edges = [self.last_trip_at, *(f for f in forgotten if self.last_trip_at < f < now), now]
+        relaxed = Fraction(0)
+        for start, end in itertools.pairwise(edges):
+            recent = sum(1 for f in forgotten if f > start)  # trips remembered on [start, end)
+            relaxed += Fraction((end - start) // _MICROSECOND,
+                                (RELAX_STEP // _MICROSECOND) * (1 + recent))
+        return min(100, self.calibrated_pct + math.floor(relaxed))
 
 
 def _parse_time(key: str, value: str) -> datetime:
@@ -154,6 +169,27 @@ def tripped_state(state: BreakerState, *, now: datetime, resets_at: datetime | N
     recent = (*(t for t in state.trips if t > now - TRIP_MEMORY), now)
     return BreakerState(calibrated_pct=new_pct, tripped_until=until, last_trip_at=now,
                         trips=recent)
+
+
+def record_trip(conn: sqlite3.Connection, *, now: datetime, resets_at: datetime | None,
+                config: BudgetConfig) -> tuple[int, BreakerState, bool]:
+    """Trip the breaker at ``now`` through ``conn``.
+
+    Returns the effective % before, the new state, and whether this was a new trip. A
+    trip while already tripped is the same event seen by another run in flight: it only
+    pushes ``tripped_until`` later, and neither recalibrates nor counts as a trip.
+    Otherwise the calibration is taken from the windows at ``config``'s configured limits.
+    """
+    state = read_breaker(conn)
+    current = state.effective_pct(now)
+    fresh = state.tripped_until is None or not state.tripped(now)
+    if state.tripped_until is not None and not fresh:
+        new = replace(state, tripped_until=max(state.tripped_until, trip_until(now, resets_at)))
+    else:
+        pct = recalibrated(current, measure(conn, now, config))
+        new = tripped_state(state, now=now, resets_at=resets_at, new_pct=pct)
+    write_breaker(conn, new)
+    return current, new, fresh
 
 
 def write_breaker(conn: sqlite3.Connection, state: BreakerState) -> None:

@@ -13,37 +13,29 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final, Literal
 
-from service.budget.breaker import (
-    BreakerState,
-    read_breaker,
-    recalibrated,
-    reset_breaker,
-    trip_until,
-    tripped_state,
-    write_breaker,
-)
-from service.budget.dollars import MONTHLY, DollarWindow, costs_since, measure_dollars
+from service.budget.breaker import BreakerState, record_trip, reset_breaker
+from service.budget.dollars import MONTHLY, costs_since
 from service.budget.ladder import EXHAUSTED_PCT, MENTION_ONLY_PCT, Gauge, Mode, first_at, mode_for
-from service.budget.policy import Policy, default_authority, policy_text, publish, read_policy
+from service.budget.limits import over_cap, pacer_frees_at
+from service.budget.policy import (
+    DisagreementLog,
+    default_authority,
+    policy_text,
+    publish,
+    read_policy,
+)
 from service.budget.snapshot import BreakerView, PolicyView, Snapshot
 from service.budget.usage import STOP_REASONS, Usage
-from service.budget.windows import (
-    WINDOWS,
-    ActorCharge,
-    WindowState,
-    measure,
-    measure_actor,
-    tightest,
-)
+from service.budget.view import View, read_view
+from service.budget.windows import WINDOWS, ActorCharge, tightest
 from service.config import BudgetConfig
 from service.queue import Claim, NothingAdmissible
-from service.store import SqliteStore, StoreClosedError, from_db_time, to_db_time
+from service.store import SqliteStore, StoreClosedError, to_db_time
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +43,6 @@ RefusalReason = Literal["disabled", "exhausted", "mention_only", "insufficient",
                         "per_actor", "pacer", "monthly_usd"]
 #: Refusals worth a WARNING: nothing at all is being admitted.
 _LOUD: Final = frozenset({"disabled", "exhausted", "breaker", "monthly_usd"})
-
-#: Runs settled at zero for these reasons did no review, so the pacer does not count them.
-PACER_EXEMPT: Final = ("refused", "closed", "engine_unavailable")
 
 _CLOSE_PREDECESSOR = """
 UPDATE ledger SET used_tokens = reserved_tokens, usage_confidence = 'unavailable',
@@ -76,15 +65,6 @@ UPDATE ledger SET used_tokens = COALESCE(:tokens, reserved_tokens),
  WHERE dedupe_key = :key AND owner = :owner AND settled_at IS NULL
 """
 
-# Off the ledger_pull_request index (repo, pr_number, reserved_at).
-_PACER = """
-SELECT reserved_at FROM ledger
- WHERE repo = :repo AND pr_number = :pr_number AND reserved_at > :start
-   AND NOT (settled_at IS NOT NULL AND used_tokens = 0
-            AND stop_reason IN (""" + ", ".join(f"'{r}'" for r in PACER_EXEMPT) + """))
- ORDER BY reserved_at
-"""
-
 _MODE_OF = "SELECT mode FROM ledger WHERE dedupe_key = ? AND owner = ? AND settled_at IS NULL"
 
 
@@ -98,25 +78,6 @@ class Refusal:
     window: str | None         # which window refused ("monthly" for dollars), if any
     frees_at: datetime | None  # when that refusal can lift (a charge ages out, a reset)
     at: datetime
-
-
-@dataclass(frozen=True)
-class _View:
-    """Everything an admit reads before it looks at the candidate."""
-
-    config: BudgetConfig       # this process's config, the shared policy applied
-    policy: Policy | None
-    breaker: BreakerState
-    pct: int                   # the calibration in force
-    windows: tuple[WindowState, ...]
-    dollars: DollarWindow | None  # measured only when it can refuse (or for a snapshot)
-
-    @property
-    def gauges(self) -> tuple[Gauge, ...]:
-        dollars = self.dollars
-        if dollars is None or dollars.limit_micro is None:
-            return self.windows
-        return (*self.windows, dollars)
 
 
 def _system_clock() -> datetime:
@@ -151,10 +112,9 @@ class Governor:
         self.last_refusal: Refusal | None = None
         # Refused candidates in one claim all see the same ledger; measuring it again
         # for each would make an exhausted claim O(pending × window rows).
-        self._memo: tuple[tuple[object, ...], _View] | None = None
+        self._memo: tuple[tuple[object, ...], View] | None = None
         self._actor_memo: tuple[tuple[object, ...], dict[int, ActorCharge | None]] | None = None
-        self._warned_lock = threading.Lock()
-        self._warned: tuple[str, str] | None = None
+        self._disagreements = DisagreementLog()
         if publish:
             self._publish(replace_row=False)
 
@@ -199,41 +159,8 @@ class Governor:
                     "published the shared budget policy",
                     extra={"authority": self.authority, "replaced": replace_row})
 
-    def _note_policy(self, policy: Policy | None, local: BudgetConfig) -> None:
-        """Log once per (row, local config) pair that this process obeys a row that
-        disagrees with its own config, or that the row is unreadable."""
-        if policy is None or not (policy.error or policy.overrides(local)):
-            return
-        pair = (policy.text, policy_text(local))
-        with self._warned_lock:
-            if self._warned == pair:
-                return
-            self._warned = pair
-        if policy.error:
-            log.error("the shared budget policy cannot be read (%s); using this process's "
-                      "own config", policy.error, extra={"authority": policy.authority})
-        else:
-            log.warning("this process's budget config disagrees with the shared policy "
-                        "published by %s; obeying the policy: %s", policy.authority,
-                        policy.text, extra={"authority": policy.authority})
-
-    # -- what every decision reads ----------------------------------------------------------
-
-    def _compute(self, conn: sqlite3.Connection, now: datetime, local: BudgetConfig, *,
-                 dollars: bool) -> _View:
-        policy = read_policy(conn)
-        self._note_policy(policy, local)
-        config = local if policy is None else policy.apply(local)
-        breaker = read_breaker(conn)
-        pct = breaker.effective_pct(now)
-        return _View(
-            config=config, policy=policy, breaker=breaker, pct=pct,
-            windows=measure(conn, now, config, pct),
-            dollars=measure_dollars(conn, now, config) if dollars else None,
-        )
-
     def _view(self, conn: sqlite3.Connection, now: datetime, local: BudgetConfig
-              ) -> tuple[tuple[object, ...], _View]:
+              ) -> tuple[tuple[object, ...], View]:
         # Valid only while nothing has written the store: not this connection
         # (total_changes) and not any other (data_version moves on another's commit).
         (data_version,) = conn.execute("PRAGMA data_version").fetchone()
@@ -241,7 +168,8 @@ class Governor:
         memo = self._memo  # one read: several threads may share this governor
         if memo is not None and memo[0] == key:
             return key, memo[1]
-        view = self._compute(conn, now, local, dollars=local.monthly_usd is not None)
+        view = read_view(conn, now, local, dollars=local.monthly_usd is not None)
+        self._disagreements.note(view.policy, local)
         self._memo = (key, view)
         return key, view
 
@@ -286,7 +214,7 @@ class Governor:
         if mode is Mode.MENTION_ONLY and claim.kind == "pr_opened":
             return self._refuse_at(claim, "mention_only", mode,
                                    gauge=first_at(gauges, MENTION_ONLY_PCT), view=view, now=now)
-        paced = self._pacer(conn, claim, now, config)
+        paced = pacer_frees_at(conn, claim, now, config)
         if paced is not None:
             return self._refuse(claim, "pacer", mode, window=None, frees_at=paced, now=now)
         if config.per_actor_pct < 100:
@@ -313,35 +241,20 @@ class Governor:
         self._memo = None
         self.refusals.pop(claim.dedupe_key, None)
 
-    def _pacer(self, conn: sqlite3.Connection, claim: Claim, now: datetime,
-               config: BudgetConfig) -> datetime | None:
-        """When the pull request may be run again, or None if it may be now."""
-        day = WINDOWS[1].duration
-        runs = [str(at) for (at,) in conn.execute(_PACER, {
-            "repo": claim.repo, "pr_number": claim.pr_number,
-            "start": to_db_time(now - day)})]
-        over = len(runs) - config.max_reviews_per_pr
-        return None if over < 0 else from_db_time(runs[over]) + day
-
     def _per_actor(self, conn: sqlite3.Connection, key: tuple[object, ...], claim: Claim,
-                   now: datetime, view: _View) -> ActorCharge | None:
-        """``claim``'s person's charge in the first window where their cap cannot fit
-        another run, or None when every window can."""
+                   now: datetime, view: View) -> ActorCharge | None:
+        # One person's charge is the same for each of their candidates in one walk.
         memo = self._actor_memo
         if memo is None or memo[0] != key:
             memo = (key, {})
             self._actor_memo = memo
-        if claim.actor_id in memo[1]:
-            return memo[1][claim.actor_id]
-        pct, run = view.config.per_actor_pct, view.config.max_run_tokens
-        found = next((charge for window, charge in zip(
-            view.windows, measure_actor(conn, now, claim.actor_id), strict=True)
-            if window.limit * pct // 100 - charge.charged < run), None)
-        memo[1][claim.actor_id] = found
-        return found
+        if claim.actor_id not in memo[1]:
+            memo[1][claim.actor_id] = over_cap(conn, now, claim.actor_id, view.windows,
+                                               view.config)
+        return memo[1][claim.actor_id]
 
     def _refuse_at(self, claim: Claim, reason: RefusalReason, mode: Mode, *,
-                   gauge: Gauge | None, view: _View, now: datetime) -> bool:
+                   gauge: Gauge | None, view: View, now: datetime) -> bool:
         if gauge is None:  # pragma: no cover - the rung came from some gauge
             return self._refuse(claim, reason, mode, window=None, frees_at=None, now=now)
         if gauge.name == MONTHLY and view.dollars is not None:
@@ -460,28 +373,20 @@ class Governor:
               ) -> BreakerState:
         _aware("now", now)
         _aware("resets_at", resets_at)
-        state = read_breaker(conn)
-        if state.tripped(now):
-            assert state.tripped_until is not None  # tripped() says so
-            new = replace(state, tripped_until=max(state.tripped_until,
-                                                   trip_until(now, resets_at)))
-            write_breaker(conn, new)
-            log.info("usage limit reported while the breaker is already tripped; "
-                     "tripped until %s", new.tripped_until)
-            return new
         policy = read_policy(conn)
         config = self._config if policy is None else policy.apply(self._config)
-        current = state.effective_pct(now)
-        pct = recalibrated(current, measure(conn, now, config))
-        new = tripped_state(state, now=now, resets_at=resets_at, new_pct=pct)
-        write_breaker(conn, new)
+        before, after, fresh = record_trip(conn, now=now, resets_at=resets_at, config=config)
         self._memo = None
-        log.warning("usage limit reached: the breaker is tripped until %s and the limits "
-                    "are calibrated from %d%% to %d%% (%d trip(s) in 28 days)",
-                    new.tripped_until, current, pct, len(new.trips),
-                    extra={"tripped_until": to_db_time(new.tripped_until or now),
-                           "calibrated_pct": pct})
-        return new
+        if not fresh:
+            log.info("usage limit reported while the breaker is already tripped; "
+                     "tripped until %s", after.tripped_until)
+        else:
+            log.warning("usage limit reached: the breaker is tripped until %s and the limits "
+                        "are calibrated from %d%% to %d%% (%d trip(s) in 28 days)",
+                        after.tripped_until, before, after.calibrated_pct, len(after.trips),
+                        extra={"tripped_until": to_db_time(after.tripped_until or now),
+                               "calibrated_pct": after.calibrated_pct})
+        return after
 
     def reset_calibration(self, *, conn: sqlite3.Connection | None = None) -> None:
         """Forget every trip: back to 100 %, untripped (``budget --reset-calibration``)."""
@@ -499,7 +404,8 @@ class Governor:
         """Everything that decides, as the next claim at ``now`` would see it."""
         local = self._config
         with self._store.read() as conn:
-            view = self._compute(conn, now, local, dollars=True)
+            view = read_view(conn, now, local, dollars=True)
+            self._disagreements.note(view.policy, local)
             window_usd = {w.name: costs_since(conn, now - w.duration).micro_usd
                           for w in WINDOWS}
         config, breaker, policy = view.config, view.breaker, view.policy

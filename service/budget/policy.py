@@ -13,14 +13,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import socket
 import sqlite3
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
 from service.config import BudgetConfig
 from service.store import from_db_time, to_db_time
+
+log = logging.getLogger(__name__)
 
 SHARED_FIELDS: Final = (
     "enabled", "session_tokens", "weekly_tokens", "max_run_tokens", "reviewer_share_pct",
@@ -128,3 +132,28 @@ def publish(conn: sqlite3.Connection, config: BudgetConfig, *, authority: str,
     params = {"authority": authority, "policy": policy_text(config),
               "written_at": to_db_time(now)}
     return conn.execute(_REPLACE if replace else _PUBLISH_IF_ABSENT, params).rowcount == 1
+
+
+class DisagreementLog:
+    """Logs, once per (row, local config) pair, that a process obeys a policy row that
+    disagrees with its own config, or that the row cannot be read."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: tuple[str, str] | None = None
+
+    def note(self, policy: Policy | None, local: BudgetConfig) -> None:
+        if policy is None or not (policy.error or policy.overrides(local)):
+            return
+        pair = (policy.text, policy_text(local))
+        with self._lock:
+            if self._last == pair:
+                return
+            self._last = pair
+        if policy.error:
+            log.error("the shared budget policy cannot be read (%s); using this process's "
+                      "own config", policy.error, extra={"authority": policy.authority})
+        else:
+            log.warning("this process's budget config disagrees with the shared policy "
+                        "published by %s; obeying the policy: %s", policy.authority,
+                        policy.text, extra={"authority": policy.authority})

@@ -8,6 +8,7 @@
 - ``diff``: ``base...head`` split per file; excluded paths and the line cap (layer 2).
 - ``estimate``: the pre-flight token estimate fitted on the ledger.
 - ``record``: the ``runs`` row.
+- ``settle``: how a job ends in the store, each ending one short transaction.
 - ``pulls``: re-reading a pull request; which installation covers a repository.
 - ``ports``: the ``Publisher`` protocol, the 👀 acknowledgement, test publishers.
 

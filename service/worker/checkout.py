@@ -206,6 +206,11 @@ class BareRepo:
             raise
         return True
 
+    async def resolve(self, ref: str) -> str:
+        """The commit ``ref`` points at (GitError when there is no such ref)."""
+        out = await self.run("rev-parse", "--verify", "--end-of-options", f"{ref}^{{commit}}")
+        return validate_sha(out.decode().strip())
+
     async def show(self, sha: str, path: str) -> str | None:
         """The text of ``path`` at ``sha``, or None when there is no such file."""
         try:

@@ -18,16 +18,15 @@ access is one short transaction on a worker thread.
 from __future__ import annotations
 
 import logging
-import sqlite3
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Final
 
 import anyio
 
-from service.budget import Governor, Usage
+from service.budget import Governor
 from service.config import Config
 from service.engine.base import Engine, EngineRequest, EngineResult, unknown_usage
 from service.github import GitHubClient
@@ -39,17 +38,11 @@ from service.worker.diff import Selection, read_diff, select
 from service.worker.estimate import Estimator, load_estimator
 from service.worker.ports import Publisher
 from service.worker.pulls import PullState, read_pull
-from service.worker.record import (
-    Outcome,
-    RecordedRun,
-    last_completed_head,
-    open_reservation,
-    record_run,
-)
+from service.worker.record import Outcome, RecordedRun, last_completed_head, open_reservation
+from service.worker.settle import NOTHING_SPENT, Settlement, log_extra
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 Clock = Callable[[], datetime]
 
 #: Review guidelines are read from the BASE commit (never the head, which the author of
@@ -58,8 +51,8 @@ GUIDELINE_PATHS: Final = ("REVIEW.md", ".github/REVIEW.md", "CLAUDE.md")
 #: How long past ``engine.wall_clock_seconds`` the worker waits for an engine that should
 #: have stopped itself, before giving up on it as timed out.
 ENGINE_GRACE_SECONDS: Final = 60.0
-#: Settling at zero: nothing ran, nothing was spent.
-NOTHING_SPENT: Final = Usage(tokens=0, confidence="exact", engine=None, model=None)
+HEAD_REF: Final = "refs/agent/pull/"
+BASE_REF: Final = "refs/agent/base/"
 
 
 class CheckoutError(RuntimeError):
@@ -121,9 +114,10 @@ def outcome_for(stop_reason: str, truncated_by_size: bool) -> Outcome:
 
 def refspecs(pull: PullState) -> tuple[str, str]:
     """The head (GitHub's ``refs/pull/<n>/head``, which also serves forks) and the base
-    branch, into a namespace of the cache's own."""
-    return (f"+refs/pull/{pull.number}/head:refs/agent/pull/{pull.number}",
-            f"+refs/heads/{pull.base_ref}:refs/agent/base/{pull.base_ref}")
+    branch, into a namespace of the cache's own, named by pull request number (branch
+    names can nest, ``release`` and ``release/1.2``; numbers cannot)."""
+    return (f"+refs/pull/{pull.number}/head:{HEAD_REF}{pull.number}",
+            f"+refs/heads/{pull.base_ref}:{BASE_REF}{pull.number}")
 
 
 class JobRunner:
@@ -144,9 +138,7 @@ class JobRunner:
         clock: Clock,
         settings: JobSettings | None = None,
     ) -> None:
-        self._store = store
-        self._queue = queue
-        self._governor = governor
+        self._store = Settlement(store, queue, governor, clock)
         self._github = github
         self._installations = installations
         self._checkouts = checkouts
@@ -163,13 +155,13 @@ class JobRunner:
         except Exception:
             log.exception("job failed; settling it as infrastructure and handing it back",
                           extra=extra)
-            await self._give_back(claim, progress, extra)
+            await self._give_back(claim, progress)
         except BaseException:
             # Cancelled (the pool's grace period ran out): settle and release before going.
             with anyio.CancelScope(shield=True):
                 log.warning("job cancelled; settling it as infrastructure and handing it back",
                             extra=extra)
-                await self._give_back(claim, progress, extra)
+                await self._give_back(claim, progress)
             raise
 
     # -- the steps ------------------------------------------------------------------------
@@ -182,7 +174,7 @@ class JobRunner:
     async def _prepare(self, claim: Claim, progress: _Progress, extra: dict[str, object]
                        ) -> _Plan | None:
         """Steps 1-5: everything before the engine. None when the job ended here."""
-        reserved = await self._read(open_reservation, claim)
+        reserved = await self._store.read(open_reservation, claim)
         if reserved is None:
             progress.done = True
             log.warning("the reservation is no longer open (lease lost); not starting",
@@ -193,39 +185,39 @@ class JobRunner:
         installation = await self._installations(claim.repo)
         pull = await read_pull(self._github, installation, claim.repo, claim.pr_number)
         if not pull.open:
+            await self._store.settle_zero(claim, "closed")
             progress.done = True
-            await self._settle_zero(claim, "closed", extra)
             log.info("pull request %s; nothing to review", "merged" if pull.merged else "closed",
                      extra=extra)
             return None
         if claim.kind == "pr_opened" and pull.head_sha != claim.head_sha:
-            progress.done = True
             await self._supersede(claim, pull, extra)
+            progress.done = True
             return None
 
-        bare = await self._checkout(claim, pull, installation)
+        bare, pull = await self._checkout(claim, pull, installation)
         since = await self._since(claim, pull, bare, extra)
         files = await read_diff(bare, since or pull.base_sha, pull.head_sha)
         selection = select(files, excluded=self.settings.excluded_paths,
                            max_lines=self.settings.max_diff_lines)
         extra = {**extra, "lines": selection.lines, "reviewed_since": since}
         if not selection.files:
-            progress.done = True
             if selection.truncated:
                 log.warning("every file is over review.max_diff_lines; refused", extra=extra)
-                await self._settle_zero(claim, "refused", extra)
+                await self._store.settle_zero(claim, "refused")
             else:
                 await self._nothing_to_review(claim, pull, since, selection, extra)
+            progress.done = True
             return None
 
-        estimator = await self._read(load_estimator, self._engine.name,
-                                     self.settings.estimate_default)
+        estimator = await self._store.read(load_estimator, self._engine.name,
+                                           self.settings.estimate_default)
         estimate = estimator.tokens(selection.lines)
         if estimate > reserved:
-            progress.done = True
             log.warning("pre-flight estimate %d tokens exceeds the run's %d; refused",
                         estimate, reserved, extra={**extra, "fitted": estimator.samples})
-            await self._settle_zero(claim, "refused", extra)
+            await self._store.settle_zero(claim, "refused")
+            progress.done = True
             return None
         return _Plan(pull=pull, bare=bare, since=since, selection=selection, reserved=reserved,
                      guidelines=await self._guidelines(bare, pull.base_sha), extra=extra)
@@ -233,7 +225,7 @@ class JobRunner:
     async def _review(self, claim: Claim, plan: _Plan, progress: _Progress) -> None:
         """Steps 6-7: the engine in a fresh worktree, then settle + record + finish, then
         publish."""
-        if not await anyio.to_thread.run_sync(self._renew, claim):
+        if not await self._store.renew(claim):
             progress.done = True
             log.warning("lease lost before the engine started; not starting", extra=plan.extra)
             return
@@ -253,24 +245,35 @@ class JobRunner:
             omitted=selection.omitted, usage=result.usage, recorded_at=self._clock(),
             detail=result.detail,
         )
-        committed = await self._commit(run, reviewed_lines=selection.lines)
+        committed = await self._store.commit(run, reviewed_lines=selection.lines)
         progress.done = True
         if committed:
             log.info("run recorded: %s (%s)", run.outcome, run.stop_reason, extra={
                 **plan.extra, "tokens": run.usage.tokens, "confidence": run.usage.confidence,
-                "findings": len(run.findings)})
+                "findings": len(run.findings), "cost_usd": result.cost_usd,
+                "detail": result.detail, "resets_at": result.usage_limit_resets_at})
             await self._publish(run, plan.extra)
 
-    async def _checkout(self, claim: Claim, pull: PullState, installation: int) -> BareRepo:
-        """Fetch the head and the base into the bare cache with the installation token."""
+    async def _checkout(self, claim: Claim, pull: PullState, installation: int
+                        ) -> tuple[BareRepo, PullState]:
+        """Fetch the head and the base into the bare cache with the installation token.
+
+        The pull request's ``base.sha`` is the base branch's tip as GitHub last computed
+        it; when a force-push to the base branch removed it, the tip just fetched is the
+        base instead (GitHub would show the same diff against it).
+        """
         token = await self._github.installation_token(installation)
         bare = await self._checkouts.fetch(claim.repo, pull.clone_url, refspecs(pull),
                                            token=token)
         del token
-        for sha in (pull.head_sha, pull.base_sha):
-            if not await bare.has_commit(sha):
-                raise CheckoutError(f"commit {sha} is not in the fetched repository")
-        return bare
+        if not await bare.has_commit(pull.head_sha):
+            raise CheckoutError(f"commit {pull.head_sha} is not in the fetched repository")
+        if not await bare.has_commit(pull.base_sha):
+            tip = await bare.resolve(f"{BASE_REF}{pull.number}")
+            log.info("the base sha is gone from the base branch; diffing against its tip",
+                     extra={**log_extra(claim), "base_sha": pull.base_sha, "tip": tip})
+            pull = replace(pull, base_sha=tip)
+        return bare, pull
 
     async def _ack(self, claim: Claim, extra: dict[str, object]) -> None:
         try:
@@ -290,7 +293,7 @@ class JobRunner:
         """
         if claim.kind != "pr_opened" or claim.command != "review":
             return None
-        previous = await self._read(last_completed_head, claim.repo, claim.pr_number)
+        previous = await self._store.read(last_completed_head, claim.repo, claim.pr_number)
         if previous is None or previous == pull.head_sha:
             return None
         if await bare.has_commit(previous) and await bare.is_ancestor(previous, pull.head_sha):
@@ -359,7 +362,7 @@ class JobRunner:
                             actor_id=pull.author_id, head_sha=pull.head_sha)
         log.info("superseded: the head moved to %s", pull.head_sha,
                  extra={**extra, "requeued": follow_up is not None})
-        await self._settle_zero(claim, "refused", extra, enqueue=follow_up)
+        await self._store.settle_zero(claim, "refused", enqueue=follow_up)
 
     async def _nothing_to_review(self, claim: Claim, pull: PullState, since: str | None,
                                  selection: Selection, extra: dict[str, object]) -> None:
@@ -371,66 +374,11 @@ class JobRunner:
             description=None, omitted=selection.omitted, usage=NOTHING_SPENT,
             recorded_at=self._clock(), detail="nothing left to review after layer 2",
         )
-        if await self._commit(run, reviewed_lines=None):
+        if await self._store.commit(run, reviewed_lines=None):
             log.info("nothing to review after exclusions; recorded", extra=extra)
             await self._publish(run, extra)
 
-    # -- the store (each call one short transaction on a worker thread) ------------------
-
-    async def _read(self, fn: Callable[..., T], *args: object) -> T:
-        def work() -> T:
-            with self._store.read() as conn:
-                return fn(conn, *args)
-        return await anyio.to_thread.run_sync(work)
-
-    def _renew(self, claim: Claim) -> bool:
-        return self._queue.renew(claim.dedupe_key, claim.owner, now=self._clock())
-
-    async def _settle_zero(self, claim: Claim, stop_reason: str, extra: dict[str, object],
-                           *, enqueue: Job | None = None) -> bool:
-        now = self._clock()
-
-        def work() -> bool:
-            with self._store.transaction() as conn:
-                if not self._governor.settle(claim, NOTHING_SPENT, now=now,
-                                             stop_reason=stop_reason, conn=conn):
-                    return False
-                self._finish(conn, claim, extra)
-                if enqueue is not None:
-                    self._queue.enqueue(enqueue, now=now, conn=conn)
-                return True
-        return await anyio.to_thread.run_sync(work)
-
-    async def _commit(self, run: RecordedRun, *, reviewed_lines: int | None) -> bool:
-        """Settle, record and finish in ONE transaction; False (nothing written) when the
-        reservation is no longer this worker's."""
-        claim, now = run.claim, self._clock()
-
-        def work() -> bool:
-            with self._store.transaction() as conn:
-                if not self._governor.settle(
-                        claim, run.usage, now=now, stop_reason=run.stop_reason,
-                        reviewed_lines=reviewed_lines, reviewed_since=run.reviewed_since,
-                        conn=conn):
-                    return False
-                record_run(conn, run)
-                self._finish(conn, claim, log_extra(claim))
-                return True
-        committed = await anyio.to_thread.run_sync(work)
-        if not committed:
-            log.warning("lease lost before settling: the result is discarded, not recorded",
-                        extra=log_extra(claim))
-        return committed
-
-    def _finish(self, conn: sqlite3.Connection, claim: Claim, extra: Mapping[str, object]
-                ) -> None:
-        if not self._queue.finish_in(conn, claim.dedupe_key, claim.owner):
-            # The reservation was still ours, so the row can only have been abandoned
-            # under us; the settled cost and the run stand.
-            log.warning("the queue row was no longer ours to finish", extra=dict(extra))
-
-    async def _give_back(self, claim: Claim, progress: _Progress,
-                         extra: dict[str, object]) -> None:
+    async def _give_back(self, claim: Claim, progress: _Progress) -> None:
         """Settle as ``infrastructure`` and release the row for another attempt.
 
         The charge is honest about what ran: the engine's own usage when it returned, the
@@ -445,23 +393,5 @@ class JobRunner:
             usage = unknown_usage(self._engine.name, None)
         else:
             usage = NOTHING_SPENT
-        now = self._clock()
-        try:
-            settled = await anyio.to_thread.run_sync(lambda: self._governor.settle(
-                claim, usage, now=now, stop_reason="infrastructure"))
-            released = settled and await anyio.to_thread.run_sync(
-                self._queue.release, claim.dedupe_key, claim.owner)
-        except Exception:
-            log.exception("could not settle the failed job; its lease will lapse and the "
-                          "next claim closes the reservation as lost", extra=extra)
-            return
-        progress.done = True
-        log.warning("failed job settled (%s tokens) and %s", usage.tokens,
-                    "released for another attempt" if released else "left to its new owner",
-                    extra=extra)
-
-
-def log_extra(claim: Claim) -> dict[str, object]:
-    """The context every log line of a job carries."""
-    return {"repo": claim.repo, "pr": claim.pr_number, "dedupe_key": claim.dedupe_key,
-            "attempt": claim.attempts, "owner": claim.owner}
+        if await self._store.give_back(claim, usage) is not None:
+            progress.done = True

@@ -1,0 +1,49 @@
+"""What every budget decision reads, read once: the view of the store at one instant."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime
+
+from service.budget.breaker import BreakerState, read_breaker
+from service.budget.dollars import DollarWindow, measure_dollars
+from service.budget.ladder import Gauge
+from service.budget.policy import Policy, read_policy
+from service.budget.windows import WindowState, measure
+from service.config import BudgetConfig
+
+
+@dataclass(frozen=True)
+class View:
+    """Everything an admit reads before it looks at the candidate."""
+
+    config: BudgetConfig       # this process's config, the shared policy applied
+    policy: Policy | None
+    breaker: BreakerState
+    pct: int                   # the calibration in force
+    windows: tuple[WindowState, ...]  # at their effective (calibrated) limits
+    dollars: DollarWindow | None      # measured only when asked for
+
+    @property
+    def gauges(self) -> tuple[Gauge, ...]:
+        """What the ladder reads: the token windows, and the dollar window when capped."""
+        dollars = self.dollars
+        if dollars is None or dollars.limit_micro is None:
+            return self.windows
+        return (*self.windows, dollars)
+
+
+def read_view(conn: sqlite3.Connection, now: datetime, local: BudgetConfig, *,
+              dollars: bool) -> View:
+    """The view at ``now`` through ``conn``: policy row, breaker, windows, and (when
+    ``dollars``) the dollar window. Indexed reads only; nothing here grows with the ledger."""
+    policy = read_policy(conn)
+    config = local if policy is None else policy.apply(local)
+    breaker = read_breaker(conn)
+    pct = breaker.effective_pct(now)
+    return View(
+        config=config, policy=policy, breaker=breaker, pct=pct,
+        windows=measure(conn, now, config, pct),
+        dollars=measure_dollars(conn, now, config) if dollars else None,
+    )

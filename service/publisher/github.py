@@ -1,0 +1,333 @@
+"""``GitHubPublisher``: the worker's ``Publisher``, speaking on GitHub as the App.
+
+``ack(claim)`` leaves the 👀 (``service.worker.GitHubAck``). ``publish(run)`` posts a
+recorded run — always from its stored rows, so the first attempt and a retry after a crash
+or a restart post exactly the same thing. One attempt (``publish_key``):
+
+1. takes the run's publication lease and counts the attempt (``records.claim``); nothing
+   to do when the run already has an outcome, a failure stamp, purged content, or a live
+   lease held by another attempt;
+2. ``publish.dry_run`` (read through a callable at every attempt, so a reload applies at
+   once): record ``dry_run`` and stop — nothing is read from or written to GitHub;
+3. re-reads the pull request and looks for the run's marker among the App's reviews and
+   comments (and, for a description, in the pull request body): found means an earlier
+   attempt posted and crashed before recording — record that post, post nothing;
+4. a failed run: a mention gets a reply saying why (outcome ``refused``); an automatic
+   review posts nothing (``refused``, nobody asked);
+5. the head moved on since the run: ``superseded``. An automatic review posts nothing
+   (the new head is a trigger of its own); a mention's result is posted as a plain
+   comment marked outdated — never as a review of the current code;
+6. a description: a comment, or the pull request body between marked lines when
+   ``publish.describe_updates_body`` is on;
+7. a review: ``POST /pulls/{n}/reviews`` with ``event: COMMENT`` pinned to the reviewed
+   head; findings inside that head's diff hunks are inline comments, the rest go in the
+   body; on 422 it posts once more with everything in the body.
+
+GitHub refusing for good (403, 404, a 422 after the fallback) stamps
+``publish_failed_at``; anything transient (rate limits past the client's waits, 5xx,
+dropped connections) leaves the run for ``retry.republish_pending``, until
+``MAX_ATTEMPTS`` attempts have been made.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final, Literal
+
+import anyio
+import httpx
+
+from service.budget import Governor
+from service.config import PublishConfig
+from service.engine.findings import split_findings
+from service.github import Forbidden, GitHubClient, GitHubError, NotFound, Unprocessable
+from service.publisher import compose, lookup, records
+from service.publisher.markers import OUTDATED, has_marker, run_marker, with_description_block
+from service.publisher.notices import Notices
+from service.publisher.publication import Publication
+from service.publisher.safety import MAX_BODY, github_length
+from service.queue import Claim
+from service.store import SqliteStore
+from service.worker.ports import GitHubAck
+from service.worker.pulls import PullState, read_pull
+from service.worker.record import RecordedRun
+
+log = logging.getLogger(__name__)
+
+#: How long one attempt holds a run; the attempt is cut off a minute before it lapses.
+PUBLISH_LEASE: Final = timedelta(minutes=15)
+#: Attempts after which a run that only ever met transient failures is given up on.
+MAX_ATTEMPTS: Final = 10
+
+Status = Literal["published", "superseded", "dry_run", "refused", "failed", "retry", "skipped"]
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    """How one attempt ended. ``existing`` is True when an earlier attempt's post was
+    found by its marker and recorded instead of posting again."""
+
+    dedupe_key: str
+    status: Status
+    comment_id: int | None = None
+    existing: bool = False
+
+
+class _Permanent(Exception):
+    """GitHub refused the publication for good (or the stored run cannot be posted)."""
+
+
+class GitHubPublisher:
+    """Acknowledges claims and publishes recorded runs as the App (module docstring)."""
+
+    def __init__(self, *, store: SqliteStore, github: GitHubClient,
+                 installations: Callable[[str], Awaitable[int]],
+                 clock: Callable[[], datetime], config: Callable[[], PublishConfig],
+                 mention: str, bot_login: Callable[[], str | None] = lambda: None,
+                 lease: timedelta = PUBLISH_LEASE) -> None:
+        if lease <= timedelta(minutes=2):
+            raise ValueError("the publication lease must be longer than two minutes")
+        self._store = store
+        self._github = github
+        self._installations = installations
+        self._clock = clock
+        self._config = config
+        self._phrase = mention
+        self._bot_login = bot_login
+        self._lease = lease
+        self._acker = GitHubAck(github, installations)
+        self.notices = Notices(store=store, github=github, installations=installations,
+                               config=config, mention=mention, bot_login=bot_login)
+
+    # -- the worker's Publisher protocol ---------------------------------------------------
+
+    async def ack(self, claim: Claim) -> None:
+        """👀 on the mention's comment, or on the pull request for ``pr_opened``; nothing
+        in a dry run. GitHub answers 200 for a reaction already there."""
+        if self._config().dry_run:
+            return
+        await self._acker.ack(claim)
+
+    async def publish(self, run: RecordedRun) -> None:
+        """Publish a run the worker has just recorded (see ``publish_key``)."""
+        await self.publish_key(run.dedupe_key)
+
+    async def notify_refusals(self, governor: Governor, now: datetime) -> int:
+        """Post the notices now owed (``notices.Notices.notify_refusals``)."""
+        return await self.notices.notify_refusals(governor, now)
+
+    # -- one attempt ----------------------------------------------------------------------
+
+    async def publish_key(self, key: str) -> PublishResult:
+        """One publication attempt for the run recorded under ``key``."""
+        now = self._clock()
+        try:
+            pub = await self._claim(key, now)
+        except ValueError as exc:
+            log.error("the recorded run cannot be published (%s); publish_failed_at stamped",
+                      exc, extra={"dedupe_key": key})
+            await self._db(records.record_failure, key, now)
+            return PublishResult(key, "failed")
+        if pub is None:
+            return PublishResult(key, "skipped")
+        extra = {"dedupe_key": key, "repo": pub.repo, "pr": pub.pr_number,
+                 "attempt": pub.attempts}
+        try:
+            with anyio.fail_after((self._lease - timedelta(minutes=1)).total_seconds()):
+                return await self._attempt(pub, extra)
+        except (_Permanent, Forbidden, NotFound, Unprocessable) as exc:
+            await self._db(records.record_failure, key, self._clock())
+            log.error("GitHub refused the publication; publish_failed_at stamped (clear it "
+                      "to offer the run again): %s", exc, extra=extra)
+            return PublishResult(key, "failed")
+        except (GitHubError, httpx.HTTPError, TimeoutError) as exc:
+            if pub.attempts >= MAX_ATTEMPTS:
+                await self._db(records.record_failure, key, self._clock())
+                log.error("publication failed %d times; publish_failed_at stamped: %s",
+                          pub.attempts, exc, extra=extra)
+                return PublishResult(key, "failed")
+            log.warning("publication failed for now; it will be retried: %s",
+                        exc or type(exc).__name__, extra=extra)
+            return PublishResult(key, "retry")
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._db(records.release, key)
+
+    async def _attempt(self, pub: Publication, extra: dict[str, object]) -> PublishResult:
+        if self._config().dry_run:
+            self._preview(pub)
+            await self._record(pub, "dry_run", published=True, comment_id=None)
+            log.info("dry run: recorded, not posted", extra=extra)
+            return PublishResult(pub.dedupe_key, "dry_run")
+        installation = await self._installations(pub.repo)
+        pull = await read_pull(self._github, installation, pub.repo, pub.pr_number)
+        existing = await self._existing(installation, pub, pull)
+        if existing is not None:
+            log.info("found the run's earlier post by its marker; recorded, not posted again",
+                     extra={**extra, "comment_id": existing.comment_id})
+            return existing
+        if pub.outcome == "failed":
+            return await self._refused(installation, pub, extra)
+        if pull.head_sha != pub.head_sha:
+            return await self._superseded(installation, pub, pull, extra)
+        if pub.is_describe:
+            return await self._describe(installation, pub, pull, extra)
+        return await self._review(installation, pub, extra)
+
+    def _preview(self, pub: Publication) -> None:
+        """Compose what would be posted (a dry run still proves it can be composed)."""
+        if pub.is_describe:
+            body = compose.description_comment(pub, phrase=self._phrase)
+        else:
+            body = compose.review(pub, (), pub.findings, phrase=self._phrase).body
+        log.info("dry run: would post %d characters", github_length(body),
+                 extra={"dedupe_key": pub.dedupe_key, "repo": pub.repo, "pr": pub.pr_number})
+
+    async def _existing(self, installation: int, pub: Publication,
+                        pull: PullState) -> PublishResult | None:
+        marker = run_marker(pub.dedupe_key)
+        if pub.is_describe and has_marker(pull.body, marker):
+            await self._record(pub, self._found_outcome(pub, pull.body), published=True,
+                               comment_id=None)
+            return PublishResult(pub.dedupe_key, "published", existing=True)
+        found = await lookup.find_post(self._github, installation, pub.repo, pub.pr_number,
+                                       marker, bot_login=self._bot_login())
+        if found is None:
+            return None
+        posted: tuple[int, ...] = (found.id,)
+        if found.where == "review":
+            posted = await lookup.review_comment_ids(self._github, installation, pub.repo,
+                                                     pub.pr_number, found.id)
+        outcome = self._found_outcome(pub, found.body)
+        await self._record(pub, outcome, published=True, comment_id=found.id, posted=posted)
+        return PublishResult(pub.dedupe_key, outcome, comment_id=found.id, existing=True)
+
+    @staticmethod
+    def _found_outcome(pub: Publication, body: str) -> Status:
+        if pub.outcome == "failed":
+            return "refused"
+        return "superseded" if has_marker(body, OUTDATED) else "published"
+
+    # -- the kinds of post ----------------------------------------------------------------
+
+    async def _refused(self, installation: int, pub: Publication,
+                       extra: dict[str, object]) -> PublishResult:
+        if not pub.is_mention:
+            await self._record(pub, "refused", published=False, comment_id=None)
+            log.info("the run failed; nothing to post for an automatic review", extra=extra)
+            return PublishResult(pub.dedupe_key, "refused")
+        asker = await lookup.fetch_asker(self._github, installation, pub.repo,
+                                         pub.comment_id, pub.comment_source)
+        comment_id = await self._comment(
+            installation, pub, compose.failure_comment(pub, asker, phrase=self._phrase))
+        await self._record(pub, "refused", published=True, comment_id=comment_id,
+                           posted=(comment_id,))
+        log.info("the run failed; told the person who asked", extra=extra)
+        return PublishResult(pub.dedupe_key, "refused", comment_id=comment_id)
+
+    async def _superseded(self, installation: int, pub: Publication, pull: PullState,
+                          extra: dict[str, object]) -> PublishResult:
+        extra = {**extra, "head": pull.head_sha, "reviewed": pub.head_sha}
+        if not pub.is_mention:
+            await self._record(pub, "superseded", published=False, comment_id=None)
+            log.info("superseded: the head moved on; nothing posted", extra=extra)
+            return PublishResult(pub.dedupe_key, "superseded")
+        comment_id = await self._comment(
+            installation, pub, compose.outdated_comment(pub, pull.head_sha, phrase=self._phrase))
+        await self._record(pub, "superseded", published=True, comment_id=comment_id,
+                           posted=(comment_id,))
+        log.info("superseded: posted as an outdated comment", extra=extra)
+        return PublishResult(pub.dedupe_key, "superseded", comment_id=comment_id)
+
+    async def _describe(self, installation: int, pub: Publication, pull: PullState,
+                        extra: dict[str, object]) -> PublishResult:
+        if self._config().describe_updates_body:
+            block = compose.description_block(pub, phrase=self._phrase,
+                                              limit=MAX_BODY // 2)
+            body = with_description_block(pull.body, block)
+            if github_length(body) <= MAX_BODY:
+                await self._github.patch_json(
+                    installation, f"/repos/{pub.repo}/pulls/{pub.pr_number}", {"body": body})
+                await self._record(pub, "published", published=True, comment_id=None)
+                log.info("description written into the pull request body", extra=extra)
+                return PublishResult(pub.dedupe_key, "published")
+            log.warning("the pull request body has no room for the description; posting "
+                        "it as a comment", extra=extra)
+        comment_id = await self._comment(
+            installation, pub, compose.description_comment(pub, phrase=self._phrase))
+        await self._record(pub, "published", published=True, comment_id=comment_id,
+                           posted=(comment_id,))
+        log.info("description posted", extra={**extra, "comment_id": comment_id})
+        return PublishResult(pub.dedupe_key, "published", comment_id=comment_id)
+
+    async def _review(self, installation: int, pub: Publication,
+                      extra: dict[str, object]) -> PublishResult:
+        path = f"/repos/{pub.repo}/pulls/{pub.pr_number}/reviews"
+        inline: tuple[Any, ...] = ()
+        body_only = pub.findings
+        if pub.findings:
+            diff = await lookup.read_diff(self._github, installation, pub.repo, pub.pr_number)
+            inline, body_only = split_findings(pub.findings, diff)
+        post = compose.review(pub, inline, body_only, phrase=self._phrase)
+        try:
+            data = await self._github.post_json(installation, path, post.payload(pub.head_sha))
+        except Unprocessable as exc:
+            if not post.comments:
+                raise
+            log.warning("GitHub refused an inline anchor (%s); posting once more with every "
+                        "finding in the body", exc.message, extra=extra)
+            await self._db(records.count_attempt, pub.dedupe_key)
+            post = compose.review(pub, (), pub.findings, phrase=self._phrase, fallback=True)
+            data = await self._github.post_json(installation, path, post.payload(pub.head_sha))
+        review_id = _id_of(data)
+        posted: tuple[int, ...] = ()
+        if post.comments:
+            posted = await lookup.review_comment_ids(self._github, installation, pub.repo,
+                                                     pub.pr_number, review_id)
+        await self._record(pub, "published", published=True, comment_id=review_id,
+                           posted=posted)
+        log.info("review posted", extra={**extra, "review_id": review_id,
+                                         "inline": len(post.comments),
+                                         "in_body": len(pub.findings) - len(post.comments)})
+        return PublishResult(pub.dedupe_key, "published", comment_id=review_id)
+
+    async def _comment(self, installation: int, pub: Publication, body: str) -> int:
+        data = await self._github.post_json(
+            installation, f"/repos/{pub.repo}/issues/{pub.pr_number}/comments", {"body": body})
+        return _id_of(data)
+
+    # -- the store ------------------------------------------------------------------------
+
+    async def _record(self, pub: Publication, outcome: Status, *, published: bool,
+                      comment_id: int | None, posted: Iterable[int] = ()) -> None:
+        now = self._clock()
+        ids = tuple(posted)
+
+        def work() -> None:
+            with self._store.transaction() as conn:
+                records.record_outcome(conn, key=pub.dedupe_key, repo=pub.repo,
+                                       outcome=outcome, now=now, published=published,
+                                       comment_id=comment_id, posted=ids)
+        await anyio.to_thread.run_sync(work)
+
+    async def _claim(self, key: str, now: datetime) -> Publication | None:
+        def work() -> Publication | None:
+            with self._store.transaction() as conn:
+                return records.claim(conn, key, now, now + self._lease)
+        return await anyio.to_thread.run_sync(work)
+
+    async def _db(self, fn: Callable[..., None], *args: Any) -> None:
+        def work() -> None:
+            with self._store.transaction() as conn:
+                fn(conn, *args)
+        await anyio.to_thread.run_sync(work)
+
+
+def _id_of(data: object) -> int:
+    value = data.get("id") if isinstance(data, dict) else None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _Permanent("GitHub's answer has no id")
+    return value

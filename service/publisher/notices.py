@@ -1,0 +1,301 @@
+"""Telling the person who asked why their request is not being answered: one notice per
+trigger, ever.
+
+Two situations get a notice, and only for mentions (a ``pr_opened`` has nobody who asked;
+a notice on every pull request while the budget is spent would be exactly the noise people
+complain about in other review bots):
+
+- **the budget refuses it** (``Governor.refusals`` for its key, or a refusal that applies
+  to every candidate — disabled, a window exhausted or unable to fit a run, the monthly
+  dollar cap, the circuit breaker — in ``Governor.last_refusal`` and still in force): the
+  reply names the window and when allowance frees up; the request stays queued;
+- **the worker refused it before running** (the pre-flight estimate above one run's
+  reservation, or every file over ``review.max_diff_lines``; the ledger row settles at
+  zero as ``refused`` and no run is recorded): the reply says it was too large to review.
+
+"Once" is a row in ``notices`` keyed by the dedupe key, inserted *before* the post: a
+second pass, a second process or a restart finds the row and posts nothing. The post also
+carries ``<!-- pr-review-agent:notice:{key} -->``, and the pull request's comments are
+searched for it first, so a post GitHub applied but answered with an error is recorded
+rather than repeated. A transient failure removes the row again (the next pass retries);
+a refusal by GitHub (403, 404, 422) keeps it, so a locked pull request is not retried
+forever. A crash between the insert and the post leaves the row: that person gets no
+notice rather than two.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+import anyio
+import httpx
+
+from service.budget import Governor, Refusal, Snapshot
+from service.config import PublishConfig
+from service.github import Forbidden, GitHubClient, GitHubError, NotFound, Unprocessable
+from service.publisher import lookup
+from service.publisher.compose import Asker, address, their_request
+from service.publisher.markers import notice_marker
+from service.publisher.records import remember
+from service.publisher.safety import MAX_BODY, truncate
+from service.queue import PENDING
+from service.store import SqliteStore, to_db_time
+from service.triggers import neutralise
+
+log = logging.getLogger(__name__)
+
+#: Refusals that are not about the candidate: when one is in force, every pending mention
+#: is refused for the same reason (the claim stops at the first candidate).
+GLOBAL_REASONS: Final = frozenset({"disabled", "exhausted", "insufficient", "breaker",
+                                   "monthly_usd"})
+#: Refusals a mention can get a notice for (``mention_only`` only ever refuses pr_opened).
+NOTICE_REASONS: Final = GLOBAL_REASONS | {"per_actor", "pacer"}
+#: A pre-flight refusal older than this gets no notice (a store upgraded to this version
+#: must not answer refusals from long ago).
+PREFLIGHT_LOOKBACK: Final = timedelta(hours=24)
+BATCH: Final = 100
+
+_WINDOWS: Final = {"session": "5-hour session", "daily": "24-hour", "weekly": "7-day",
+                   "monthly": "30-day dollar"}
+
+_PENDING_MENTIONS = """
+SELECT q.dedupe_key, q.repo, q.pr_number, q.comment_id, q.comment_source, q.command
+  FROM queue q
+ WHERE q.status = :pending AND q.kind = 'mention'
+   AND NOT EXISTS (SELECT 1 FROM notices n WHERE n.dedupe_key = q.dedupe_key)
+ ORDER BY q.enqueued_at, q.dedupe_key LIMIT :limit
+"""
+
+# Off the ledger_window index: recent rows settled at zero as refused, of a mention, that
+# recorded no run (a run means the engine ran and the publisher answers it).
+_PREFLIGHT = """
+SELECT q.dedupe_key, q.repo, q.pr_number, q.comment_id, q.comment_source, q.command
+  FROM ledger l JOIN queue q ON q.dedupe_key = l.dedupe_key
+ WHERE l.reserved_at >= :since AND l.stop_reason = 'refused' AND l.used_tokens = 0
+   AND q.kind = 'mention'
+   AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.dedupe_key = l.dedupe_key)
+   AND NOT EXISTS (SELECT 1 FROM notices n WHERE n.dedupe_key = l.dedupe_key)
+ ORDER BY l.reserved_at LIMIT :limit
+"""
+
+_CLAIM = """
+INSERT INTO notices (dedupe_key, kind, comment_id, posted_at) VALUES (:key, :kind, NULL, :now)
+ON CONFLICT (dedupe_key) DO NOTHING
+"""
+_POSTED = "UPDATE notices SET comment_id = :comment_id, posted_at = :now WHERE dedupe_key = :key"
+_UNCLAIM = "DELETE FROM notices WHERE dedupe_key = :key AND comment_id IS NULL"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A mention that may be owed a notice."""
+
+    dedupe_key: str
+    repo: str
+    pr_number: int
+    comment_id: int | None
+    comment_source: str | None
+    command: str
+
+
+# -- the text (pure) ---------------------------------------------------------------------
+
+
+def when(at: datetime, now: datetime) -> str:
+    """``2026-11-02 12:00 UTC (in about 3 hours)``."""
+    seconds = max(0, int((at - now).total_seconds()))
+    if seconds < 90:
+        rel = "in about a minute"
+    elif seconds < 90 * 60:
+        rel = f"in about {round(seconds / 60)} minutes"
+    elif seconds < 36 * 3600:
+        rel = f"in about {round(seconds / 3600)} hours"
+    else:
+        rel = f"in about {round(seconds / 86400)} days"
+    return f"**{at.strftime('%Y-%m-%d %H:%M')} UTC** ({rel})"
+
+
+def _why(refusal: Refusal) -> str:
+    window = _WINDOWS.get(refusal.window or "", refusal.window or "budget")
+    return {
+        "disabled": "the operator has paused reviews (budget.enabled is off)",
+        "exhausted": f"the agent has used its whole {window} token allowance",
+        "insufficient": (f"what is left of the agent's {window} token allowance is less than "
+                         "one run needs"),
+        "monthly_usd": "the agent has reached its monthly dollar cap",
+        "breaker": ("the model's plan reported that its usage limit was reached, so reviews "
+                    "are paused"),
+        "per_actor": f"you have used your share of the {window} token allowance",
+        "pacer": ("this pull request has had as many reviews as one pull request may have "
+                  "in 24 hours"),
+    }.get(refusal.reason, "the token budget does not allow another run yet")
+
+
+def refusal_text(key: str, refusal: Refusal, asker: Asker | None, *, command: str,
+                 now: datetime, phrase: str) -> str:
+    """The notice for a request the budget refused: why, and when it can run."""
+    what = "description" if command == "describe" else "review"
+    if refusal.frees_at is not None and refusal.frees_at > now:
+        after = (f"Allowance frees up at {when(refusal.frees_at, now)}; the request stays "
+                 "queued and runs then.")
+    elif refusal.reason == "disabled":
+        after = "The request stays queued and runs when reviews are resumed."
+    else:
+        after = "The request stays queued and runs as soon as the budget allows."
+    text = (f"{address(asker)}the {what} for {their_request(asker)} has not started: "
+            f"{_why(refusal)}. {after}")
+    return truncate(neutralise(f"{notice_marker(key)}\n\n{text}", phrase), MAX_BODY, "")
+
+
+def preflight_text(key: str, asker: Asker | None, command: str, phrase: str) -> str:
+    """The notice for a request the worker refused before running it."""
+    what = "description" if command == "describe" else "review"
+    text = (f"{address(asker)}the {what} for {their_request(asker)} was not run: the change "
+            "is too large for one run (its estimated cost is above one run's token "
+            "reservation, budget.max_run_tokens, or every file is over "
+            "review.max_diff_lines). Nothing was charged. Splitting the pull request, or "
+            "excluding generated files, lets it be reviewed.")
+    return truncate(neutralise(f"{notice_marker(key)}\n\n{text}", phrase), MAX_BODY, "")
+
+
+def in_force(refusal: Refusal, snapshot: Snapshot, now: datetime) -> bool:
+    """Whether ``refusal`` still holds at ``now``, judged on a fresh budget snapshot."""
+    if refusal.reason == "disabled":
+        return not snapshot.enabled
+    if refusal.reason == "breaker":
+        return snapshot.breaker.tripped
+    if refusal.reason in ("exhausted", "insufficient"):
+        return any(w.remaining < snapshot.max_run_tokens for w in snapshot.windows)
+    if refusal.reason == "monthly_usd":
+        return snapshot.monthly is not None and not snapshot.monthly.fits_a_run()
+    return refusal.frees_at is None or refusal.frees_at > now
+
+
+# -- posting -----------------------------------------------------------------------------
+
+
+class Notices:
+    """Posts the one notice a trigger may get (see the module docstring)."""
+
+    def __init__(self, *, store: SqliteStore, github: GitHubClient,
+                 installations: Callable[[str], Awaitable[int]],
+                 config: Callable[[], PublishConfig], mention: str,
+                 bot_login: Callable[[], str | None] = lambda: None) -> None:
+        self._store = store
+        self._github = github
+        self._installations = installations
+        self._config = config
+        self._phrase = mention
+        self._bot_login = bot_login
+
+    async def notify_refusals(self, governor: Governor, now: datetime) -> int:
+        """Post every notice now owed; returns how many were posted. Safe to call as
+        often as wanted: a trigger that has had its notice is never considered again."""
+        if self._config().dry_run:
+            return 0
+        posted = 0
+        waiting = await self._read(_PENDING_MENTIONS, {"pending": PENDING, "limit": BATCH})
+        snapshot: Snapshot | None = None
+        for candidate in waiting:
+            refusal = self._refusal_for(governor, candidate.dedupe_key)
+            if refusal is None:
+                continue
+            if snapshot is None:
+                snapshot = await anyio.to_thread.run_sync(governor.snapshot, now)
+            if not in_force(refusal, snapshot, now):
+                continue
+            posted += await self._notify(candidate, f"budget:{refusal.reason}", now,
+                                         self._refusal_notice(candidate, refusal, now))
+        refused = await self._read(_PREFLIGHT, {"since": to_db_time(now - PREFLIGHT_LOOKBACK),
+                                                "limit": BATCH})
+        for candidate in refused:
+            posted += await self._notify(candidate, "preflight", now,
+                                         self._preflight_notice(candidate))
+        return posted
+
+    def _refusal_notice(self, c: Candidate, refusal: Refusal, now: datetime
+                        ) -> Callable[[Asker | None], str]:
+        def text(asker: Asker | None) -> str:
+            return refusal_text(c.dedupe_key, refusal, asker, command=c.command, now=now,
+                                phrase=self._phrase)
+        return text
+
+    def _preflight_notice(self, c: Candidate) -> Callable[[Asker | None], str]:
+        def text(asker: Asker | None) -> str:
+            return preflight_text(c.dedupe_key, asker, c.command, self._phrase)
+        return text
+
+    @staticmethod
+    def _refusal_for(governor: Governor, key: str) -> Refusal | None:
+        own = governor.refusals.get(key)
+        if own is not None and own.reason in NOTICE_REASONS:
+            return own
+        last = governor.last_refusal
+        if last is not None and last.reason in GLOBAL_REASONS:
+            return replace(last, dedupe_key=key)
+        return None
+
+    async def _notify(self, c: Candidate, kind: str, now: datetime,
+                      text: Callable[[Asker | None], str]) -> int:
+        extra = {"dedupe_key": c.dedupe_key, "repo": c.repo, "pr": c.pr_number, "kind": kind}
+        if not await self._write(_CLAIM, {"key": c.dedupe_key, "kind": kind,
+                                          "now": to_db_time(now)}):
+            return 0
+        try:
+            installation = await self._installations(c.repo)
+            marker = notice_marker(c.dedupe_key)
+            found = await lookup.find_post(self._github, installation, c.repo, c.pr_number,
+                                           marker, bot_login=self._bot_login(), reviews=False)
+            if found is not None:
+                await self._posted(c, found.id, now)
+                log.info("notice already on the pull request; recorded", extra=extra)
+                return 0
+            asker = await lookup.fetch_asker(self._github, installation, c.repo,
+                                             c.comment_id, c.comment_source)
+            data = await self._github.post_json(
+                installation, f"/repos/{c.repo}/issues/{c.pr_number}/comments",
+                {"body": text(asker)})
+        except (Forbidden, NotFound, Unprocessable) as exc:
+            log.error("GitHub refused the notice; it will not be retried: %s", exc, extra=extra)
+            return 0
+        except (GitHubError, httpx.HTTPError) as exc:
+            await self._write(_UNCLAIM, {"key": c.dedupe_key})
+            log.warning("notice not posted; retried at the next pass: %s", exc, extra=extra)
+            return 0
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._write(_UNCLAIM, {"key": c.dedupe_key})
+            raise
+        comment_id = int(data["id"])
+        await self._posted(c, comment_id, now)
+        log.info("notice posted", extra={**extra, "comment_id": comment_id})
+        return 1
+
+    async def _posted(self, c: Candidate, comment_id: int, now: datetime) -> None:
+        def work() -> None:
+            with self._store.transaction() as conn:
+                conn.execute(_POSTED, {"key": c.dedupe_key, "comment_id": comment_id,
+                                       "now": to_db_time(now)})
+                remember(conn, c.repo, (comment_id,), now)
+        await anyio.to_thread.run_sync(work)
+
+    async def _read(self, sql: str, params: dict[str, Any]) -> list[Candidate]:
+        def work() -> list[Candidate]:
+            with self._store.read() as conn:
+                return [Candidate(*row) for row in conn.execute(sql, params)]
+        return await anyio.to_thread.run_sync(work)
+
+    async def _write(self, sql: str, params: dict[str, Any]) -> bool:
+        def work() -> bool:
+            with self._store.transaction() as conn:
+                return _changed(conn.execute(sql, params))
+        return await anyio.to_thread.run_sync(work)
+
+
+def _changed(cursor: sqlite3.Cursor) -> bool:
+    return cursor.rowcount > 0

@@ -1,0 +1,192 @@
+"""What one publication is about, read back from the store (pure).
+
+The publisher never works from memory: a run is published from its ``runs`` row (what the
+engine found), its ``queue`` row (who asked, and where) and its settled ``ledger`` row (what
+it cost, under which rung). That is what lets a retry after a crash or a restart publish
+exactly what the first attempt would have.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, get_args
+
+from service.budget import Mode
+from service.engine.base import Assessment, Description, Finding
+from service.worker.diff import OmitReason, Omitted
+
+#: Ledger rungs under which the engine was asked for a reduced review.
+REDUCED_MODES: Final = frozenset(m.value for m in Mode if m.engine_mode == "reduced")
+_OMIT_REASONS: Final = get_args(OmitReason)
+
+
+@dataclass(frozen=True)
+class RunAccount:
+    """The settled ledger row of a run: what the one-line account in a post says."""
+
+    tokens: int | None
+    reserved: int
+    confidence: str | None
+    engine: str | None
+    model: str | None
+    mode: str
+    stop_reason: str | None
+    reviewed_since: str | None
+
+    @property
+    def reduced(self) -> bool:
+        """True when the run was admitted on a rung that reviews correctness and
+        security only."""
+        return self.mode in REDUCED_MODES
+
+
+@dataclass(frozen=True)
+class Publication:
+    """One recorded run, as the publisher posts it."""
+
+    dedupe_key: str
+    kind: str                 # pr_opened | mention
+    command: str              # review | describe
+    repo: str
+    pr_number: int
+    head_sha: str
+    comment_id: int | None    # the mention's comment
+    comment_source: str | None
+    outcome: str              # runs.outcome: completed | truncated | failed
+    findings: tuple[Finding, ...]
+    assessment: Assessment | None
+    description: Description | None
+    omitted: tuple[Omitted, ...]
+    account: RunAccount
+    attempts: int             # publish_attempts, this attempt included
+
+    @property
+    def is_mention(self) -> bool:
+        return self.kind == "mention"
+
+    @property
+    def is_describe(self) -> bool:
+        return self.command == "describe" or self.description is not None
+
+
+def _loads(text: object, what: str) -> Any:
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise ValueError(f"runs.{what} is not text")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"runs.{what} is not valid JSON: {exc.msg}") from exc
+
+
+def parse_findings(text: object) -> tuple[Finding, ...]:
+    """``runs.findings`` as ``Finding`` objects (ValueError when malformed)."""
+    data = _loads(text, "findings")
+    if not isinstance(data, list):
+        raise ValueError("runs.findings is not a JSON array")
+    out: list[Finding] = []
+    for i, item in enumerate(data):
+        if not isinstance(item, Mapping):
+            raise ValueError(f"runs.findings[{i}] is not an object")
+        try:
+            out.append(Finding(
+                path=item["path"], line=item["line"], side=item["side"],
+                start_line=item.get("start_line"), severity=item["severity"],
+                category=item["category"], title=item["title"], body=item["body"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"runs.findings[{i}]: {exc}") from exc
+    return tuple(out)
+
+
+def parse_assessment(text: object) -> Assessment | None:
+    data = _loads(text, "assessment")
+    if data is None:
+        return None
+    if not isinstance(data, Mapping):
+        raise ValueError("runs.assessment is not a JSON object")
+    try:
+        return Assessment(summary=data["summary"], risk=data["risk"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"runs.assessment: {exc}") from exc
+
+
+def parse_description(text: object) -> Description | None:
+    data = _loads(text, "description")
+    if data is None:
+        return None
+    if not isinstance(data, Mapping):
+        raise ValueError("runs.description is not a JSON object")
+    try:
+        changes = data.get("changes", [])
+        if not isinstance(changes, list):
+            raise TypeError("changes is not a list")
+        return Description(title=data["title"], summary=data["summary"],
+                           changes=tuple(changes))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"runs.description: {exc}") from exc
+
+
+def parse_omitted(text: object) -> tuple[Omitted, ...]:
+    data = _loads(text, "omitted") or []
+    if not isinstance(data, list):
+        raise ValueError("runs.omitted is not a JSON array")
+    out: list[Omitted] = []
+    for i, item in enumerate(data):
+        if not isinstance(item, Mapping) or not isinstance(item.get("path"), str):
+            raise ValueError(f"runs.omitted[{i}] is not an object with a path")
+        reason = item.get("reason")
+        if reason == "excluded":
+            why: OmitReason = "excluded"
+        elif reason == "max_diff_lines":
+            why = "max_diff_lines"
+        else:
+            raise ValueError(f"runs.omitted[{i}].reason must be one of {_OMIT_REASONS}")
+        lines = item.get("lines", 0)
+        pattern = item.get("pattern")
+        out.append(Omitted(path=item["path"], reason=why,
+                           lines=lines if isinstance(lines, int) else 0,
+                           pattern=pattern if isinstance(pattern, str) else None))
+    return tuple(out)
+
+
+def kind_of(dedupe_key: str) -> str:
+    """``pr_opened`` or ``mention``, from the key's prefix."""
+    return dedupe_key.split(":", 1)[0]
+
+
+def build(run: Mapping[str, Any], queue: Mapping[str, Any] | None,
+          ledger: Mapping[str, Any] | None) -> Publication:
+    """A ``Publication`` from the three rows (``queue``/``ledger`` None when absent)."""
+    key = str(run["dedupe_key"])
+    description = parse_description(run.get("description"))
+    command = str(queue["command"]) if queue else ("describe" if description else "review")
+    account = RunAccount(
+        tokens=None if ledger is None else ledger.get("used_tokens"),
+        reserved=0 if ledger is None else int(ledger.get("reserved_tokens") or 0),
+        confidence=None if ledger is None else ledger.get("usage_confidence"),
+        engine=None if ledger is None else ledger.get("engine"),
+        model=None if ledger is None else ledger.get("model"),
+        mode="full" if ledger is None else str(ledger.get("mode") or "full"),
+        stop_reason=None if ledger is None else ledger.get("stop_reason"),
+        reviewed_since=None if ledger is None else ledger.get("reviewed_since"),
+    )
+    return Publication(
+        dedupe_key=key,
+        kind=str(queue["kind"]) if queue else kind_of(key),
+        command=command,
+        repo=str(run["repo"]),
+        pr_number=int(run["pr_number"]),
+        head_sha=str(run["head_sha"]),
+        comment_id=None if queue is None else queue.get("comment_id"),
+        comment_source=None if queue is None else queue.get("comment_source"),
+        outcome=str(run["outcome"]),
+        findings=parse_findings(run.get("findings")),
+        assessment=parse_assessment(run.get("assessment")),
+        description=description,
+        omitted=parse_omitted(run.get("omitted")),
+        account=account,
+        attempts=int(run.get("publish_attempts") or 0),
+    )

@@ -1,0 +1,78 @@
+"""Retention: once a pull request has closed or merged, its review content is purged.
+
+``runs`` is the only table holding review content (findings, the assessment, the withheld
+paths, a description). When a pull request closes — either ingest path records it in
+``closed_pull_requests`` — and ``retention.delay_hours`` have passed, ``sweep`` empties
+that content from every run of the pull request and stamps ``content_purged_at``:
+
+- ``findings`` → ``'[]'`` and ``omitted`` → ``'[]'``;
+- ``assessment`` → NULL;
+- ``description`` → ``'{}'`` where there was one (NULL stays NULL, so a purged description
+  is still told apart from a review);
+- ``content_purged_at`` → the sweep's ``now``, so a purged run stays distinguishable from
+  one that found nothing.
+
+What stays: the run's identity, head, outcome and publication record (``comment_id``,
+``published_at``, ``publish_outcome``…), ``agent_comments``, and the ledger, untouched — the
+budget windows are sums over the ledger, and deleting or changing a row would hand back
+allowance that was really spent. Purge content, keep metrics.
+
+Which runs belong to the closed pull request: those recorded by the close, or reserved
+(started) by it. A run that started before the close and finished after it is purged at the
+next sweep; a run of the same pull request after it was *reopened* started after the close
+and is kept (a later close records a new ``closed_at`` and purges it then). A run not yet
+published when it is purged is never published: the publisher does not post purged runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from service.config import RetentionConfig
+from service.store import SqliteStore, to_db_time
+
+log = logging.getLogger(__name__)
+
+_PURGE = """
+UPDATE runs
+   SET findings = '[]', omitted = '[]', assessment = NULL,
+       description = CASE WHEN description IS NULL THEN NULL ELSE '{}' END,
+       content_purged_at = :now
+ WHERE content_purged_at IS NULL
+   AND EXISTS (
+       SELECT 1 FROM closed_pull_requests c
+        WHERE c.repo = runs.repo AND c.pr_number = runs.pr_number AND c.closed_at <= :cutoff
+          AND (runs.recorded_at <= c.closed_at
+               OR EXISTS (SELECT 1 FROM ledger l
+                           WHERE l.repo = runs.repo AND l.pr_number = runs.pr_number
+                             AND l.dedupe_key = runs.dedupe_key
+                             AND l.reserved_at <= c.closed_at)))
+"""
+
+_STAMP = """
+UPDATE closed_pull_requests SET purged_at = :now
+ WHERE purged_at IS NULL AND closed_at <= :cutoff
+"""
+
+
+def delay_of(config: RetentionConfig) -> timedelta | None:
+    """The configured delay after a close, or None when purging is off."""
+    if not config.purge_after_close:
+        return None
+    return timedelta(hours=config.delay_hours)
+
+
+def sweep(store: SqliteStore, now: datetime, delay: timedelta) -> int:
+    """Purge the content of every run of a pull request closed at least ``delay`` before
+    ``now``; returns how many runs were purged. One transaction; idempotent."""
+    if delay < timedelta(0):
+        raise ValueError("the retention delay cannot be negative")
+    params = {"now": to_db_time(now), "cutoff": to_db_time(now - delay)}
+    with store.transaction() as conn:
+        purged = conn.execute(_PURGE, params).rowcount
+        closed = conn.execute(_STAMP, params).rowcount
+    if purged or closed:
+        log.info("retention: purged the content of %d run(s) of %d closed pull request(s)",
+                 purged, closed, extra={"runs": purged, "pull_requests": closed})
+    return purged

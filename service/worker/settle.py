@@ -1,0 +1,137 @@
+"""How a job ends in the store: each ending is one short transaction on a worker thread.
+
+``Settlement`` is the job's only way to the store. Every method is one transaction (or
+one read), run with ``anyio.to_thread`` so that the event loop never waits on SQLite's
+write lock and no transaction is ever open across a GitHub, git or engine call:
+
+- ``settle_zero``: nothing ran — settle at zero with a stop reason, finish the row (and,
+  for a superseded head, enqueue the current one) together;
+- ``commit``: settle with the engine's usage, write the ``runs`` row and finish the row
+  together, before anything is published;
+- ``give_back``: something broke — settle as ``infrastructure`` and release the row.
+
+A settle that finds no open reservation of this owner (the lease lapsed and another claim
+closed it as ``lost``) writes nothing, and the caller drops its result.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Final, TypeVar
+
+import anyio
+
+from service.budget import Governor, Usage
+from service.jobs import Job
+from service.queue import Claim, ReviewQueue
+from service.store import SqliteStore
+from service.worker.record import RecordedRun, record_run
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Clock = Callable[[], datetime]
+
+#: Settling at zero: nothing ran, nothing was spent.
+NOTHING_SPENT: Final = Usage(tokens=0, confidence="exact", engine=None, model=None)
+
+
+def log_extra(claim: Claim) -> dict[str, object]:
+    """The context every log line of a job carries."""
+    return {"repo": claim.repo, "pr": claim.pr_number, "dedupe_key": claim.dedupe_key,
+            "attempt": claim.attempts, "owner": claim.owner}
+
+
+class Settlement:
+    """The store side of a job (see the module docstring)."""
+
+    def __init__(self, store: SqliteStore, queue: ReviewQueue, governor: Governor,
+                 clock: Clock) -> None:
+        self._store = store
+        self._queue = queue
+        self._governor = governor
+        self._clock = clock
+
+    async def read(self, fn: Callable[..., T], *args: object) -> T:
+        """``fn(conn, *args)`` in one read transaction."""
+        def work() -> T:
+            with self._store.read() as conn:
+                return fn(conn, *args)
+        return await anyio.to_thread.run_sync(work)
+
+    async def renew(self, claim: Claim) -> bool:
+        """Extend the claim's lease to ``now + lease``; False when it is no longer ours."""
+        now = self._clock()
+        return await anyio.to_thread.run_sync(
+            lambda: self._queue.renew(claim.dedupe_key, claim.owner, now=now))
+
+    async def settle_zero(self, claim: Claim, stop_reason: str, *,
+                          enqueue: Job | None = None) -> bool:
+        """Settle at zero, finish the row, enqueue ``enqueue``: together or not at all."""
+        now = self._clock()
+
+        def work() -> bool:
+            with self._store.transaction() as conn:
+                if not self._governor.settle(claim, NOTHING_SPENT, now=now,
+                                             stop_reason=stop_reason, conn=conn):
+                    return False
+                self._finish(conn, claim)
+                if enqueue is not None:
+                    self._queue.enqueue(enqueue, now=now, conn=conn)
+                return True
+        return await anyio.to_thread.run_sync(work)
+
+    async def commit(self, run: RecordedRun, *, reviewed_lines: int | None) -> bool:
+        """Settle, record and finish in ONE transaction; False (nothing written) when the
+        reservation is no longer this worker's."""
+        claim, now = run.claim, self._clock()
+
+        def work() -> bool:
+            with self._store.transaction() as conn:
+                if not self._governor.settle(
+                        claim, run.usage, now=now, stop_reason=run.stop_reason,
+                        reviewed_lines=reviewed_lines, reviewed_since=run.reviewed_since,
+                        conn=conn):
+                    return False
+                record_run(conn, run)
+                self._finish(conn, claim)
+                return True
+        committed = await anyio.to_thread.run_sync(work)
+        if not committed:
+            log.warning("lease lost before settling: the result is discarded, not recorded",
+                        extra=log_extra(claim))
+        return committed
+
+    async def give_back(self, claim: Claim, usage: Usage) -> bool | None:
+        """Settle as ``infrastructure`` with ``usage``, then release the row for another
+        attempt. True: released; False: the lease was no longer ours (nothing changed);
+        None: the store failed (the lease will lapse and the next claim closes the
+        reservation as ``lost``)."""
+        now = self._clock()
+        extra = log_extra(claim)
+        try:
+            settled = await anyio.to_thread.run_sync(lambda: self._governor.settle(
+                claim, usage, now=now, stop_reason="infrastructure"))
+            if not settled:
+                return False
+            released: bool = await anyio.to_thread.run_sync(
+                self._queue.release, claim.dedupe_key, claim.owner)
+        except Exception:
+            log.exception("could not settle the failed job; its lease will lapse and the "
+                          "next claim closes the reservation as lost", extra=extra)
+            return None
+        log.warning("failed job settled as infrastructure (%s tokens) and %s", usage.tokens,
+                    "released for another attempt" if released else "left to its new owner",
+                    extra=extra)
+        return released
+
+    def _finish(self, conn: sqlite3.Connection, claim: Claim,
+                extra: Mapping[str, object] | None = None) -> None:
+        if not self._queue.finish_in(conn, claim.dedupe_key, claim.owner):
+            # The reservation was still ours, so the row can only have been abandoned
+            # under us (it ran out of attempts); the settled cost and the run stand.
+            log.warning("the queue row was no longer ours to finish",
+                        extra=dict(extra or log_extra(claim)))

@@ -1,0 +1,215 @@
+"""``pr-review-agent serve --role web``: the real process, the roles, the App's identity."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from service.cli import main
+from service.config import load_config
+from service.daemon import AVAILABLE_ROLES, UNKNOWN_SLUG, AppIdentity, listen, run
+from service.github import GitHubClient
+from service.health import Health
+from service.store import SqliteStore
+from service.triggers import classify_event
+from tests import payloads as p
+from tests.simulator import SimulatorTransport, WebhookSender
+from tests.simulator.harness import Harness
+from tests.test_web_webhook import PREVIOUS_SECRET, SECRET, write_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_for_auth_report(url: str, process: subprocess.Popen[bytes],
+                         log: Path) -> dict[str, Any]:
+    """/healthz once the background ``GET /app`` has reported (it fails: GitHub is down)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"serve exited early:\n{log.read_text()}")
+        try:
+            body: dict[str, Any] = httpx.get(f"{url}/healthz", timeout=1).json()
+        except httpx.TransportError:
+            body = {}
+        if body and body["checks"]["github_auth"]["last_failure_at"] is not None:
+            return body
+        time.sleep(0.05)
+    raise AssertionError(f"serve did not report GitHub auth in time:\n{log.read_text()}")
+
+
+def test_only_the_web_role_is_available_yet(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    config = write_config(tmp_path)
+    assert AVAILABLE_ROLES == ("web",)
+    for role in ("poller", "worker", "all"):
+        assert main(["serve", "--config", str(config), "--role", role]) == 2
+        assert f"role {role!r} is not available" in capsys.readouterr().err
+
+
+def test_serve_with_a_broken_config_exits_2(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("github: {}\n")
+
+    assert main(["serve", "--config", str(config), "--role", "web"]) == 2
+    assert "github.app_id: required" in capsys.readouterr().err
+
+
+@pytest.mark.anyio
+async def test_the_real_process_receives_a_webhook_and_stops_on_sigterm(tmp_path: Path) -> None:
+    port = free_port()
+    unreachable = free_port()  # nothing listens there: GitHub is down
+    config = write_config(tmp_path, port=port,
+                          github={"api_url": f"http://127.0.0.1:{unreachable}"})
+    log = tmp_path / "stderr.log"
+    url = f"http://127.0.0.1:{port}"
+    with log.open("wb") as err, subprocess.Popen(
+            [sys.executable, "-m", "service", "serve", "--config", str(config), "--role", "web"],
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err) as process:
+        try:
+            health = wait_for_auth_report(url, process, log)
+            assert health["status"] == "degraded"  # GitHub auth: GET /app failed
+            async with httpx.AsyncClient(base_url=url) as client:
+                sender = WebhookSender(client, url="/webhook", secret=SECRET, app_id=4242)
+                payload = p.pull_request_event("opened")
+                response = await sender.send("pull_request", payload, delivery_id="live-1")
+            # An oversized declaration is answered before any body is sent.
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+                raw.sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\n"
+                            b"Content-Length: 1000000000\r\n\r\n")
+                status_line = raw.recv(64).split(b"\r\n", 1)[0]
+            process.send_signal(signal.SIGTERM)
+            code = process.wait(timeout=20)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+    assert response.status_code == 202
+    assert response.json()["enqueued"] == [f"pr_opened:Codertocat/Hello-World:2:{p.HEAD_SHA}"]
+    assert status_line == b"HTTP/1.1 413 Request Entity Too Large"
+    assert code == 0
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        assert db.execute("SELECT outcome FROM deliveries WHERE delivery_id = 'live-1'"
+                          ).fetchone() == ("enqueued",)
+        assert db.execute("SELECT COUNT(*) FROM queue").fetchone() == (1,)
+    text = log.read_text()
+    lines = [json.loads(line) for line in text.splitlines()]
+    [delivery] = [line for line in lines if line["message"] == "webhook delivery"]
+    assert delivery["delivery_id"] == "live-1" and delivery["repo"] == "Codertocat/Hello-World"
+    assert any(line["message"].startswith("cannot learn the App's slug") for line in lines)
+    assert SECRET not in text and PREVIOUS_SECRET not in text
+
+
+@pytest.mark.anyio
+async def test_run_learns_the_slug_from_github_and_stops_when_asked(tmp_path: Path) -> None:
+    harness = Harness.create()
+    config = load_config(write_config(tmp_path), {})
+    sock = listen("127.0.0.1", 0)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    stop = asyncio.Event()
+    result: list[int] = []
+
+    async def serve() -> None:
+        result.append(await run(config, "web", stop, transport=SimulatorTransport(harness.world),
+                                sockets=[sock]))
+
+    async with anyio.create_task_group() as tg, httpx.AsyncClient(base_url=url) as client:
+        tg.start_soon(serve)
+        with anyio.fail_after(20):
+            while True:  # until the background GET /app has answered
+                try:
+                    health = (await client.get("/healthz")).json()
+                except httpx.TransportError:
+                    health = {}
+                if health and health["checks"]["github_auth"]["last_success_at"]:
+                    break
+                await anyio.sleep(0.05)
+        # The App's own comment, by its [bot] login: "own_app" only if the slug is known.
+        own = p.issue_comment("@claude review", author=p.bot_user(harness.app.slug, 99))
+        sender = WebhookSender(client, url="/webhook", secret=SECRET, app_id=harness.app.id)
+        response = await sender.send("issue_comment", p.issue_comment_event("created", own))
+        stop.set()
+
+    sock.close()
+    assert health["status"] == "ok"
+    assert health["checks"]["github_auth"]["last_success"] == "app jwt"
+    assert response.json()["ignored"] == "own_app"
+    assert result == [0]
+
+
+@pytest.mark.anyio
+async def test_without_github_the_app_is_still_recognised_by_id_and_bot_type(
+        tmp_path: Path) -> None:
+    config = load_config(write_config(tmp_path), {})
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    with SqliteStore(config.store.path) as store:
+        health = Health(store)
+        identity = AppIdentity(config, store)
+        async with GitHubClient(config.github.api_url, app_jwt=lambda: "jwt",
+                                clock=p_now, transport=httpx.MockTransport(refuse),
+                                sleep=no_sleep) as github:
+            assert await identity.resolve(github, health, p_now) is False
+
+        context = identity.context()
+        assert context.app_slug == UNKNOWN_SLUG and identity.slug is None
+        assert health.report(p_now())["checks"]["github_auth"]["status"] == "degraded"  # type: ignore[index]
+        by_bot = p.issue_comment("@claude review", author=p.bot_user("review-agent", 7))
+        via_app = p.issue_comment("@claude review", comment_id=5,
+                                  via_app=p.app(config.github.app_id))
+        assert classify_event("issue_comment", p.issue_comment_event("created", by_bot),
+                              context).reason == "bot_author"  # type: ignore[union-attr]
+        assert classify_event("issue_comment", p.issue_comment_event("created", via_app),
+                              context).reason == "own_app"  # type: ignore[union-attr]
+
+        identity.learn("review-agent")
+        assert identity.context().bot_login == "review-agent[bot]"
+
+
+@pytest.mark.anyio
+async def test_a_store_that_cannot_be_opened_ends_run_with_1(tmp_path: Path) -> None:
+    config_path = write_config(tmp_path)
+    config_path.write_text(config_path.read_text().replace(
+        "path: state.db", "path: missing/dir/state.db"))
+    config = load_config(config_path, {})
+    sock = listen("127.0.0.1", 0)
+    try:
+        assert await run(config, "web", asyncio.Event(), sockets=[sock]) == 1
+    finally:
+        sock.close()
+
+
+def p_now() -> datetime:
+    return datetime.now(UTC)
+
+
+async def no_sleep(seconds: float) -> None:
+    return None

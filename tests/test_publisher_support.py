@@ -1,0 +1,216 @@
+"""A simulated GitHub wired to a real store, queue, governor and ``GitHubPublisher``: the
+fixture the publisher, notice and retention tests share.
+
+``Rig.create(tmp_path)`` builds the simulator's ``World`` (clock frozen at ``T0``, one App,
+one installation on ``acme/widgets``, people who may ask), a real ``GitHubClient`` reaching
+it through ``SimulatorTransport`` with a sleep that advances the simulated clock and
+records each wait, and a real ``SqliteStore``, ``ReviewQueue`` and ``Governor``. Runs are
+recorded the way the worker records them: claimed through the governor, then settled,
+recorded and finished in one transaction. No git: pull requests are seeded with diffs.
+
+This module holds no tests; it is named ``test_publisher_*`` because the publisher's
+tests own that name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from service.budget import Governor, Usage
+from service.config import BudgetConfig, PublishConfig, Secret
+from service.engine.base import Assessment, Description, Finding
+from service.github import AppJWT, GitHubClient
+from service.jobs import Job
+from service.publisher import GitHubPublisher
+from service.queue import Claim, ReviewQueue
+from service.store import SqliteStore
+from service.worker.diff import Omitted
+from service.worker.record import RecordedRun, record_run
+from tests.simulator import SimClock, SimulatorTransport, World
+from tests.simulator.harness import SAMPLE_DIFF, app_key_pair
+from tests.simulator.models import IssueComment, PullRequest, Review, ReviewComment
+
+API = "https://api.github.com"
+APP_ID = 4242
+SLUG = "pr-reviewer"
+BOT = f"{SLUG}[bot]"
+REPO = "acme/widgets"
+OWNER = "host:1:w0"
+T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+BASE = "0a" * 20
+HEAD = "1b" * 20
+NEW_HEAD = "2c" * 20
+PHRASE = "@claude"
+#: SAMPLE_DIFF's src/app.py shows new lines 1-7 and 21-24, old lines 1-6 and 20-23.
+ANCHORED = Finding(path="src/app.py", line=3, side="RIGHT", start_line=2, severity="major",
+                   category="correctness", title="json is imported twice",
+                   body="The second import shadows the first.")
+UNANCHORED = Finding(path="src/app.py", line=12, side="RIGHT", start_line=None,
+                     severity="minor", category="maintainability", title="helper is long",
+                     body="Consider splitting `helper`.")
+
+
+def budget(*, session: int = 1_000_000, weekly: int = 10_000_000, run: int = 10_000,
+           enabled: bool = True) -> BudgetConfig:
+    return BudgetConfig(enabled=enabled, session_tokens=session, weekly_tokens=weekly,
+                        max_run_tokens=run, reviewer_share_pct=100)
+
+
+@dataclass
+class Rig:
+    """Everything one publisher test touches."""
+
+    world: World
+    github: GitHubClient
+    store: SqliteStore
+    queue: ReviewQueue
+    governor: Governor
+    installation_id: int
+    config: PublishConfig = field(default_factory=PublishConfig)
+    sleeps: list[float] = field(default_factory=list)
+    _publishers: list[GitHubPublisher] = field(default_factory=list)
+
+    @classmethod
+    def create(cls, tmp_path: Path, *, budget_config: BudgetConfig | None = None) -> Rig:
+        private_pem, public_pem = app_key_pair()
+        world = World(clock=SimClock(frozen_at=T0))
+        world.add_app(id=APP_ID, slug=SLUG, public_key_pem=public_pem, owner="acme")
+        world.add_repository(REPO)
+        installation = world.add_installation(account="acme", repositories=[REPO])
+        for login in ("alice", "bob", "carol"):
+            world.add_user(login, association="MEMBER")
+        sleeps: list[float] = []
+
+        async def virtual_sleep(seconds: float) -> None:
+            sleeps.append(seconds)
+            world.clock.advance(seconds)
+
+        github = GitHubClient(API, app_jwt=AppJWT(APP_ID, Secret(private_pem), world.clock.now),
+                              clock=world.clock.now, transport=SimulatorTransport(world),
+                              sleep=virtual_sleep)
+        store = SqliteStore(tmp_path / "state.db")
+        rig = cls(world=world, github=github, store=store, queue=ReviewQueue(store),
+                  governor=Governor(store, budget_config or budget(), clock=world.clock.now),
+                  installation_id=installation.id, sleeps=sleeps)
+        return rig
+
+    async def aclose(self) -> None:
+        await self.github.aclose()
+        self.store.close()
+
+    def now(self) -> datetime:
+        return self.world.clock.now()
+
+    # -- the publisher --------------------------------------------------------------------
+
+    async def installations(self, repo: str) -> int:
+        assert repo == REPO
+        return self.installation_id
+
+    def publisher(self) -> GitHubPublisher:
+        """A fresh publisher (a second one is what a restart looks like)."""
+        publisher = GitHubPublisher(
+            store=self.store, github=self.github, installations=self.installations,
+            clock=self.world.clock.now, config=lambda: self.config, mention=PHRASE,
+            bot_login=lambda: BOT)
+        self._publishers.append(publisher)
+        return publisher
+
+    def set_config(self, **changes: Any) -> None:
+        self.config = replace(self.config, **changes)
+
+    # -- GitHub's side --------------------------------------------------------------------
+
+    def add_pull(self, *, diff: str = SAMPLE_DIFF, head: str = HEAD, body: str = "Author text.",
+                 user: str = "alice") -> PullRequest:
+        return self.world.add_pull(REPO, title="Add logging", user=user, head_sha=head,
+                                   base_sha=BASE, diff=diff, body=body)
+
+    def ask(self, pr: PullRequest, *, command: str = "review", user: str = "bob") -> Job:
+        comment = self.world.add_issue_comment(REPO, pr.number, user=user,
+                                               body=f"{PHRASE} {command}")
+        return Job(kind="mention", repo=REPO, pr_number=pr.number,
+                   actor_id=self.world.user(user).id, comment_id=comment.id,
+                   comment_source="issue", command=command)  # type: ignore[arg-type]
+
+    def opened(self, pr: PullRequest, head: str = HEAD) -> Job:
+        return Job(kind="pr_opened", repo=REPO, pr_number=pr.number,
+                   actor_id=self.world.user("alice").id, head_sha=head)
+
+    def reviews(self, pr: PullRequest) -> list[Review]:
+        return [r for r in self.world.reviews.values()
+                if r.pull_number == pr.number and r.user.login == BOT]
+
+    def comments(self, pr: PullRequest) -> list[IssueComment]:
+        return [c for c in self.world.issue_comments.values()
+                if c.issue_number == pr.number and c.user.login == BOT]
+
+    def inline(self, pr: PullRequest) -> list[ReviewComment]:
+        return [c for c in self.world.review_comments.values()
+                if c.pull_number == pr.number and c.user.login == BOT]
+
+    # -- the store ------------------------------------------------------------------------
+
+    def claim(self, job: Job) -> Claim:
+        assert self.queue.enqueue(job, now=self.now())
+        claim = self.queue.claim(now=self.now(), owner=OWNER, admit=self.governor.admit)
+        assert claim is not None and claim.dedupe_key == job.dedupe_key
+        return claim
+
+    def record(self, job: Job, *, findings: Sequence[Finding] = (),
+               assessment: Assessment | None = None, description: Description | None = None,
+               outcome: str = "completed", stop_reason: str = "completed",
+               omitted: Sequence[Omitted] = (), head: str = HEAD,
+               usage: Usage | None = None, reviewed_since: str | None = None) -> RecordedRun:
+        """Claim ``job`` and record its run as the worker does (settle + record + finish)."""
+        claim = self.claim(job)
+        if assessment is None and description is None and job.command == "review" and findings:
+            assessment = Assessment("Mostly fine.", "medium")
+        run = RecordedRun(
+            claim=claim, head_sha=head, base_sha=BASE, reviewed_since=reviewed_since,
+            outcome=outcome,  # type: ignore[arg-type]
+            stop_reason=stop_reason, findings=tuple(findings), assessment=assessment,
+            description=description, omitted=tuple(omitted),
+            usage=usage or Usage(tokens=4321, confidence="exact", engine="claude_code",
+                                 model="claude-test-1"),
+            recorded_at=self.now())
+        with self.store.transaction() as conn:
+            assert self.governor.settle(claim, run.usage, now=self.now(), stop_reason=stop_reason,
+                                        reviewed_lines=10, reviewed_since=reviewed_since,
+                                        conn=conn)
+            record_run(conn, run)
+            assert self.queue.finish_in(conn, claim.dedupe_key, claim.owner)
+        return run
+
+    def settle_refused(self, job: Job) -> Claim:
+        """What the worker does for a pre-flight refusal: settle at zero, no run."""
+        claim = self.claim(job)
+        with self.store.transaction() as conn:
+            assert self.governor.settle(claim, Usage(0, "exact", None, None), now=self.now(),
+                                        stop_reason="refused", conn=conn)
+            assert self.queue.finish_in(conn, claim.dedupe_key, claim.owner)
+        return claim
+
+    def row(self, table: str, where: str, *args: object) -> dict[str, Any]:
+        rows = self.rows(table, where, *args)
+        assert len(rows) == 1, rows
+        return rows[0]
+
+    def rows(self, table: str, where: str = "1 = 1", *args: object) -> list[dict[str, Any]]:
+        with self.store.read() as conn:
+            cursor = conn.execute(f"SELECT * FROM {table} WHERE {where}", args)
+            names = [d[0] for d in cursor.description]
+            return [dict(zip(names, values, strict=True)) for values in cursor]
+
+    def run_row(self, key: str) -> dict[str, Any]:
+        return self.row("runs", "dedupe_key = ?", key)
+
+    def agent_comment_ids(self) -> set[int]:
+        return {int(r["comment_id"]) for r in self.rows("agent_comments")}
+
+    def advance(self, **kw: float) -> None:
+        self.world.clock.advance(timedelta(**kw).total_seconds())

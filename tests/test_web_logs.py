@@ -1,0 +1,115 @@
+"""Log lines: JSON by default, text on request, context fields carried, secrets never shown."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from service.config import Secret
+from service.logs import (
+    JsonFormatter,
+    TextFormatter,
+    configure_logging,
+    extra_fields,
+    formatter_for,
+)
+
+
+def record(message: str = "webhook delivery", **extra: object) -> logging.LogRecord:
+    made = logging.LogRecord("service.web", logging.INFO, __file__, 1, message, None, None)
+    made.created = datetime(2026, 5, 4, 12, 0, 1, 250000, tzinfo=UTC).timestamp()
+    made.msecs = 250.0
+    for key, value in extra.items():
+        setattr(made, key, value)
+    return made
+
+
+def test_a_json_line_carries_the_context_fields_first() -> None:
+    line = json.loads(JsonFormatter().format(record(
+        outcome="enqueued", pr=7, repo="o/r", delivery_id="d-1", attempt=2,
+        dedupe_key="pr_opened:o/r:7:abc", owner="w1")))
+
+    assert list(line)[:4] == ["ts", "level", "logger", "message"]
+    assert line["ts"] == "2026-05-04T12:00:01.250+00:00"
+    assert (line["level"], line["logger"], line["message"]) == (
+        "INFO", "service.web", "webhook delivery")
+    assert list(line)[4:] == ["delivery_id", "repo", "pr", "dedupe_key", "attempt", "owner",
+                              "outcome"]
+    assert line["pr"] == 7 and line["attempt"] == 2
+
+
+def test_secrets_are_masked_by_type_and_by_field_name() -> None:
+    fields = extra_fields(record(
+        key=Secret("pem-contents"), token="ghs_abc", webhook_secret="s", Authorization="Bearer x",
+        nested={"private_key": "k", "fine": [Secret("x"), 1]},
+        when=datetime(2026, 1, 1, tzinfo=UTC), thing=object))
+
+    text = json.dumps(fields)
+    for leaked in ("pem-contents", "ghs_abc", "Bearer x", '"k"'):
+        assert leaked not in text
+    assert fields["key"] == fields["token"] == fields["webhook_secret"] == "***"
+    assert fields["Authorization"] == "***"
+    assert fields["nested"] == {"private_key": "***", "fine": ["***", 1]}
+    assert fields["when"] == "2026-01-01T00:00:00+00:00"
+    assert fields["thing"] == str(object)
+
+
+def test_an_exception_is_part_of_the_same_json_line() -> None:
+    try:
+        raise ValueError("broken")
+    except ValueError:
+        failing = record("failed", delivery_id="d-2")
+        failing.exc_info = sys.exc_info()
+
+    line = JsonFormatter().format(failing)
+
+    assert "\n" not in line
+    assert "ValueError: broken" in json.loads(line)["exc_info"]
+
+
+def test_a_text_line_is_readable_and_quotes_what_needs_it() -> None:
+    line = TextFormatter().format(record(delivery_id="d-1", repo="o/r", outcome="ignored:x y",
+                                         enqueued=[], token="t"))
+
+    assert line.startswith("2026-05-04T12:00:01.250+00:00 INFO    service.web: webhook delivery")
+    assert "delivery_id=d-1 repo=o/r" in line
+    assert 'outcome="ignored:x y"' in line and "enqueued=[]" in line and "token=***" in line
+
+
+def test_only_json_and_text_are_formats() -> None:
+    with pytest.raises(ValueError, match="json, text"):
+        formatter_for("xml")  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def restore_root() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in handlers:
+            root.addHandler(handler)
+        root.setLevel(level)
+
+
+@pytest.mark.usefixtures("restore_root")
+def test_configure_logging_installs_one_handler_for_everything() -> None:
+    stream = io.StringIO()
+    configure_logging("text", stream=stream)
+    configure_logging("json", stream=stream)
+
+    logging.getLogger("uvicorn.error").info("Started server process", extra={"pid": 1})
+    logging.getLogger("service.web").debug("not at INFO")
+
+    assert len(logging.getLogger().handlers) == 1
+    [line] = stream.getvalue().splitlines()
+    assert json.loads(line)["logger"] == "uvicorn.error"
