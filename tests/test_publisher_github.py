@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import pytest
@@ -51,7 +51,7 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
 
 
 def posts(rig: Rig, glob: str) -> list[Any]:
-    return [r for r in rig.world.requests.matching("POST", glob)]
+    return list(rig.world.requests.matching("POST", glob))
 
 
 # -- published ---------------------------------------------------------------------------
@@ -107,8 +107,8 @@ async def test_ack_reacts_once_on_the_comment_or_the_pull_request(rig: Rig) -> N
 @pytest.mark.anyio
 async def test_incremental_reduced_and_partial_runs_say_so(rig: Rig) -> None:
     pr = rig.add_pull()
-    run = rig.record(rig.opened(pr), findings=(UNANCHORED,), outcome="truncated", stop_reason="truncated",
-                     reviewed_since="3d" * 20,
+    run = rig.record(rig.opened(pr), findings=(UNANCHORED,), outcome="truncated",
+                     stop_reason="truncated", reviewed_since="3d" * 20,
                      usage=Usage(tokens=None, confidence="unavailable", engine="claude_code",
                                  model=None))
     with rig.store.transaction() as conn:  # admitted when the budget was past 60 %
@@ -416,6 +416,8 @@ async def test_the_apps_posts_never_trigger_it_by_webhook_or_by_poll(rig: Rig) -
                            description=Description(f"{PHRASE} review", f"{PHRASE} x", ())),
                 rig.record(rig.ask(pr), outcome="failed", stop_reason="timeout")):
         await publisher.publish_key(run.dedupe_key)
+    rig.settle_refused(rig.ask(pr))  # and a notice
+    assert await publisher.notify_refusals(rig.governor, rig.now()) == 1
     ctx = TriggerContext(config=TriggersConfig(mention=PHRASE), app_id=APP_ID, app_slug=SLUG,
                          agent_comments=AgentComments(rig.store))
     mine = [e for e in rig.world.events
@@ -429,8 +431,9 @@ async def test_the_apps_posts_never_trigger_it_by_webhook_or_by_poll(rig: Rig) -
 
     # The poller path: the REST listings the poller reads.
     checked: list[str] = []
-    for source, path in (("issue", f"/repos/{REPO}/issues/comments"),
-                         ("review", f"/repos/{REPO}/pulls/comments")):
+    sources: tuple[tuple[Literal["issue", "review"], str], ...] = (
+        ("issue", f"/repos/{REPO}/issues/comments"), ("review", f"/repos/{REPO}/pulls/comments"))
+    for source, path in sources:
         async for item in rig.github.paginate(rig.installation_id, path):
             if item["user"]["login"] != BOT:
                 continue
@@ -444,5 +447,5 @@ async def test_the_apps_posts_never_trigger_it_by_webhook_or_by_poll(rig: Rig) -
             assert find_mention(item["body"], PHRASE) is None
             assert "\u202e" not in item["body"]
             checked.append(source)
-    # the review's inline comment, the description and the reply to a failed run
-    assert sorted(checked) == ["issue", "issue", "review"]
+    # the review's inline comment, the description, the reply to a failed run, the notice
+    assert sorted(checked) == ["issue", "issue", "issue", "review"]

@@ -93,10 +93,9 @@ class Rig:
                               clock=world.clock.now, transport=SimulatorTransport(world),
                               sleep=virtual_sleep)
         store = SqliteStore(tmp_path / "state.db")
-        rig = cls(world=world, github=github, store=store, queue=ReviewQueue(store),
-                  governor=Governor(store, budget_config or budget(), clock=world.clock.now),
-                  installation_id=installation.id, sleeps=sleeps)
-        return rig
+        return cls(world=world, github=github, store=store, queue=ReviewQueue(store),
+                   governor=Governor(store, budget_config or budget(), clock=world.clock.now),
+                   installation_id=installation.id, sleeps=sleeps)
 
     async def aclose(self) -> None:
         await self.github.aclose()
@@ -167,8 +166,18 @@ class Rig:
                omitted: Sequence[Omitted] = (), head: str = HEAD,
                usage: Usage | None = None, reviewed_since: str | None = None) -> RecordedRun:
         """Claim ``job`` and record its run as the worker does (settle + record + finish)."""
-        claim = self.claim(job)
-        if assessment is None and description is None and job.command == "review" and findings:
+        return self.complete(self.claim(job), findings=findings, assessment=assessment,
+                             description=description, outcome=outcome,
+                             stop_reason=stop_reason, omitted=omitted, head=head, usage=usage,
+                             reviewed_since=reviewed_since)
+
+    def complete(self, claim: Claim, *, findings: Sequence[Finding] = (),
+                 assessment: Assessment | None = None, description: Description | None = None,
+                 outcome: str = "completed", stop_reason: str = "completed",
+                 omitted: Sequence[Omitted] = (), head: str = HEAD,
+                 usage: Usage | None = None, reviewed_since: str | None = None) -> RecordedRun:
+        """Record the run of an earlier ``claim`` now (settle + record + finish)."""
+        if assessment is None and description is None and claim.command == "review" and findings:
             assessment = Assessment("Mostly fine.", "medium")
         run = RecordedRun(
             claim=claim, head_sha=head, base_sha=BASE, reviewed_since=reviewed_since,

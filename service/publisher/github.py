@@ -13,7 +13,7 @@ or a restart post exactly the same thing. One attempt (``publish_key``):
    comments (and, for a description, in the pull request body): found means an earlier
    attempt posted and crashed before recording — record that post, post nothing;
 4. a failed run: a mention gets a reply saying why (outcome ``refused``); an automatic
-   review posts nothing (``refused``, nobody asked);
+   review posts nothing (``refused``, nobody asked — decided before any GitHub call);
 5. the head moved on since the run: ``superseded``. An automatic review posts nothing
    (the new head is a trigger of its own); a mention's result is posted as a plain
    comment marked outdated — never as a review of the current code;
@@ -42,6 +42,7 @@ import httpx
 
 from service.budget import Governor
 from service.config import PublishConfig
+from service.engine.base import Finding
 from service.engine.findings import split_findings
 from service.github import Forbidden, GitHubClient, GitHubError, NotFound, Unprocessable
 from service.publisher import compose, lookup, records
@@ -162,6 +163,11 @@ class GitHubPublisher:
             await self._record(pub, "dry_run", published=True, comment_id=None)
             log.info("dry run: recorded, not posted", extra=extra)
             return PublishResult(pub.dedupe_key, "dry_run")
+        if pub.outcome == "failed" and not pub.is_mention:
+            # Nothing is ever posted for it, so there is nothing on GitHub to look for.
+            await self._record(pub, "refused", published=False, comment_id=None)
+            log.info("the run failed; nothing to post for an automatic review", extra=extra)
+            return PublishResult(pub.dedupe_key, "refused")
         installation = await self._installations(pub.repo)
         pull = await read_pull(self._github, installation, pub.repo, pub.pr_number)
         existing = await self._existing(installation, pub, pull)
@@ -215,10 +221,6 @@ class GitHubPublisher:
 
     async def _refused(self, installation: int, pub: Publication,
                        extra: dict[str, object]) -> PublishResult:
-        if not pub.is_mention:
-            await self._record(pub, "refused", published=False, comment_id=None)
-            log.info("the run failed; nothing to post for an automatic review", extra=extra)
-            return PublishResult(pub.dedupe_key, "refused")
         asker = await lookup.fetch_asker(self._github, installation, pub.repo,
                                          pub.comment_id, pub.comment_source)
         comment_id = await self._comment(
@@ -266,7 +268,7 @@ class GitHubPublisher:
     async def _review(self, installation: int, pub: Publication,
                       extra: dict[str, object]) -> PublishResult:
         path = f"/repos/{pub.repo}/pulls/{pub.pr_number}/reviews"
-        inline: tuple[Any, ...] = ()
+        inline: tuple[Finding, ...] = ()
         body_only = pub.findings
         if pub.findings:
             diff = await lookup.read_diff(self._github, installation, pub.repo, pub.pr_number)

@@ -5,7 +5,8 @@ read the pull request) passes through ``clean``:
 
 - **nothing hidden**: HTML comments (closed or left open) and ``[//]: # (…)`` link-reference
   comments are removed; invisible characters (zero-width, bidi controls, other format and
-  control characters, tag characters, variation selectors, fillers) are shown as
+  control characters, tag characters, variation selectors, fillers, private-use and
+  unassigned code points) are shown as
   ``<U+202E>`` rather than passed on, so a Trojan-Source trick in a finding is visible;
 - **no pings**: an ``@name`` in prose gets a U+2060 WORD JOINER after the ``@``, so a
   pull request cannot make the App mention (notify) a person or a team; code is left alone;
@@ -50,7 +51,8 @@ def _invisible(ch: str) -> bool:
     code = ord(ch)
     if 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF:  # variation selectors
         return True
-    return unicodedata.category(ch) in ("Cc", "Cf", "Co", "Cs")
+    # Cn: unassigned here, so nothing vouches for how (or whether) it renders.
+    return unicodedata.category(ch) in ("Cc", "Cf", "Co", "Cs", "Cn")
 
 
 def reveal_invisible(text: str) -> str:

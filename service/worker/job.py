@@ -26,9 +26,9 @@ from typing import Final
 
 import anyio
 
-from service.budget import Governor
+from service.budget import Governor, Usage
 from service.config import Config
-from service.engine.base import Engine, EngineRequest, EngineResult, unknown_usage
+from service.engine.base import Engine, EngineRequest, EngineResult, ReviewMode, unknown_usage
 from service.github import GitHubClient
 from service.jobs import Job
 from service.queue import Claim, ReviewQueue
@@ -139,6 +139,7 @@ class JobRunner:
         settings: JobSettings | None = None,
     ) -> None:
         self._store = Settlement(store, queue, governor, clock)
+        self._governor = governor
         self._github = github
         self._installations = installations
         self._checkouts = checkouts
@@ -230,8 +231,9 @@ class JobRunner:
             log.warning("lease lost before the engine started; not starting", extra=plan.extra)
             return
         pull, selection = plan.pull, plan.selection
+        mode = await self._engine_mode(claim, plan.extra)
         async with self._checkouts.worktree(plan.bare, pull.head_sha, repo=claim.repo) as wd:
-            request = self._request(claim, plan, wd)
+            request = self._request(claim, plan, wd, mode)
             progress.engine_started = True
             result = await self._run_engine(request, plan.extra)
             progress.result = result
@@ -242,8 +244,8 @@ class JobRunner:
             outcome=outcome_for(result.stop_reason, selection.truncated),
             stop_reason=result.stop_reason, findings=result.findings,
             assessment=result.assessment, description=result.description,
-            omitted=selection.omitted, usage=result.usage, recorded_at=self._clock(),
-            detail=result.detail,
+            omitted=selection.omitted, usage=priced(result), recorded_at=self._clock(),
+            detail=result.detail, resets_at=result.usage_limit_resets_at,
         )
         committed = await self._store.commit(run, reviewed_lines=selection.lines)
         progress.done = True
@@ -309,14 +311,26 @@ class JobRunner:
                 return text
         return None
 
-    def _request(self, claim: Claim, plan: _Plan, workdir: Path) -> EngineRequest:
+    async def _engine_mode(self, claim: Claim, extra: dict[str, object]) -> ReviewMode:
+        """The rung the reservation was admitted under: REDUCED and above ask the engine
+        for correctness and security only."""
+        try:
+            mode = await anyio.to_thread.run_sync(self._governor.mode_of, claim)
+        except LookupError:  # the lease was lost; settling will find that out and say so
+            return "full"
+        if mode.engine_mode == "reduced":
+            log.info("reduced review: the budget is past %s", mode.value, extra=extra)
+        return "reduced" if mode.engine_mode == "reduced" else "full"
+
+    def _request(self, claim: Claim, plan: _Plan, workdir: Path, mode: ReviewMode
+                 ) -> EngineRequest:
         pull, selection = plan.pull, plan.selection
         return EngineRequest(
             command="describe" if claim.command == "describe" else "review",
             workdir=workdir, diff=selection.diff, changed_paths=selection.paths,
             title=pull.title, body=pull.body, guidelines=plan.guidelines,
             base_sha=pull.base_sha, head_sha=pull.head_sha, reviewed_since=plan.since,
-            mode="full", max_turns=self.settings.max_turns,
+            mode=mode, max_turns=self.settings.max_turns,
             wall_clock_seconds=self.settings.wall_clock_seconds,
             max_run_tokens=plan.reserved, log_extra=dict(plan.extra),
         )
@@ -395,3 +409,10 @@ class JobRunner:
             usage = NOTHING_SPENT
         if await self._store.give_back(claim, usage) is not None:
             progress.done = True
+
+
+def priced(result: EngineResult) -> Usage:
+    """The engine's usage carrying the dollar cost it reported, for the ledger."""
+    if result.cost_usd is None or result.usage.cost_usd is not None:
+        return result.usage
+    return replace(result.usage, cost_usd=result.cost_usd)

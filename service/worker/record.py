@@ -78,6 +78,7 @@ class RecordedRun:
     usage: Usage
     recorded_at: datetime
     detail: str = ""
+    resets_at: datetime | None = None  # when a plan limit said it resets (usage_limit)
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:

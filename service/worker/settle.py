@@ -94,6 +94,7 @@ class Settlement:
                 if not self._governor.settle(
                         claim, run.usage, now=now, stop_reason=run.stop_reason,
                         reviewed_lines=reviewed_lines, reviewed_since=run.reviewed_since,
+                        resets_at=run.resets_at if run.stop_reason == "usage_limit" else None,
                         conn=conn):
                     return False
                 record_run(conn, run)
