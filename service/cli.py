@@ -65,7 +65,7 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             print(f"  {problem}", file=err)
         return 2
     configure_logging(args.log_format, stream=err)
-    return serve(config, args.role)
+    return serve(config, args.role, environ=os.environ, config_path=args.config)
 
 
 def _budget(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -100,6 +100,13 @@ class EngineConfig:
     model: str | None = None
     max_turns: int = 30
     wall_clock_seconds: int = 900
+    #: Environment variables passed to ``claude`` (its credentials); nothing else is.
+    credential_env: tuple[str, ...] = ("CLAUDE_CODE_OAUTH_TOKEN",)
+    kill_grace_seconds: int = 5
+    api_url: str | None = None        # anthropic (default api.anthropic.com) / openai_compatible
+    api_key_env: str | None = None    # the variable holding the API key
+    max_tokens: int = 8192            # per model answer (anthropic, openai_compatible)
+    response_format: str = "json_object"  # openai_compatible: json_object|json_schema|none
 
 
 @dataclass(frozen=True)
@@ -577,19 +584,51 @@ def _triggers(top: _Section) -> TriggersConfig:
     return config
 
 
+ENGINE_RESPONSE_FORMATS: Final = ("json_object", "json_schema", "none")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def _engine(top: _Section) -> EngineConfig:
     s = top.section("engine")
     default = EngineConfig()
     kind = s.string("kind", default.kind)
     if kind and kind not in ENGINE_KINDS:
         s.problem("kind", f"must be one of {', '.join(ENGINE_KINDS)}, got {_show(kind)}")
+    response_format = s.string("response_format", default.response_format)
+    if response_format not in ENGINE_RESPONSE_FORMATS:
+        s.problem("response_format", f"must be one of {', '.join(ENGINE_RESPONSE_FORMATS)}, "
+                                     f"got {_show(response_format)}")
+    credential_env = s.strings("credential_env", default.credential_env, pattern=_ENV_NAME,
+                               shape="an environment variable name")
+    for index, name in enumerate(credential_env):
+        # The engine never sees a GitHub credential, whatever the file says.
+        if name.upper().startswith(("GH_", "GITHUB_")):
+            s.problem(f"credential_env[{index}]",
+                      f"{name} is a GitHub variable; the engine never gets GitHub credentials")
+    api_url = s.optional_string("api_url")
+    if api_url is not None and not api_url.startswith(("http://", "https://")):
+        s.problem("api_url", f"must be an http(s) URL, got {_show(api_url)}")
+    api_key_env = s.optional_string("api_key_env")
+    if api_key_env is not None and not _ENV_NAME.fullmatch(api_key_env):
+        s.problem("api_key_env", f"must be an environment variable name, got {_show(api_key_env)}")
     config = EngineConfig(
         kind=kind,
         command=s.string("command", default.command),
         model=s.optional_string("model"),
         max_turns=s.integer("max_turns", default.max_turns),
         wall_clock_seconds=s.integer("wall_clock_seconds", default.wall_clock_seconds),
+        credential_env=credential_env,
+        kill_grace_seconds=s.integer("kill_grace_seconds", default.kill_grace_seconds),
+        api_url=api_url,
+        api_key_env=api_key_env,
+        max_tokens=s.integer("max_tokens", default.max_tokens),
+        response_format=response_format,
     )
+    if kind in ("anthropic", "openai_compatible") and not config.model:
+        s.problem("model", f"is required for kind {kind}")
+    if kind == "openai_compatible" and not config.api_url:
+        s.problem("api_url", "is required for kind openai_compatible "
+                             "(e.g. http://localhost:11434/v1)")
     s.finish()
     return config
 

@@ -47,6 +47,8 @@ from service.github import APP, GitHubClient, GitHubError, RetryPolicy
 from service.health import Health
 from service.ingest import AgentComments
 from service.queue import ReviewQueue
+from service.reload import reload_config
+from service.runners import run_poller, run_workers
 from service.store import SqliteStore
 from service.triggers import TriggerContext
 from service.web import InstallationChange, create_app
@@ -172,6 +174,14 @@ class Services:
     #: a poller in this process adds its ``request_refresh`` here.
     installation_listeners: list[Callable[[InstallationChange], None]] = field(
         default_factory=list)
+    #: What the engine's scrubbed environment is drawn from (credentials by name).
+    environ: Mapping[str, str] = field(default_factory=dict)
+    #: The workers' ``wake``: called after anything in this process enqueued work.
+    wakers: list[Callable[[], None]] = field(default_factory=list)
+
+    def wake_workers(self) -> None:
+        for wake in self.wakers:
+            wake()
 
     def installation_changed(self, change: InstallationChange) -> None:
         """The web receiver's ``on_installation_change``: tell every listener."""
@@ -199,6 +209,7 @@ async def _run_web(services: Services, stop: asyncio.Event) -> None:
         governor=services.governor, triggers=services.identity.context,
         health=services.health, clock=services.clock,
         on_installation_change=services.installation_changed,
+        on_enqueued=services.wake_workers,
     )
     server = _Server(uvicorn.Config(
         app, lifespan="off", log_config=None, access_log=False, server_header=False,
@@ -223,8 +234,10 @@ async def _run_web(services: Services, stop: asyncio.Event) -> None:
         raise RuntimeError("the web server stopped by itself")
 
 
-#: Component name -> runner. The poller and workers are added here as they are built.
-RUNNERS: Final[dict[str, Runner]] = {"web": _run_web}
+#: Component name -> runner.
+RUNNERS: Final[dict[str, Runner]] = {
+    "web": _run_web, "poller": run_poller, "workers": run_workers,
+}
 AVAILABLE_ROLES: Final = tuple(r for r, parts in ROLES.items() if all(p in RUNNERS for p in parts))
 
 
@@ -272,6 +285,9 @@ async def run(
     transport: httpx.AsyncBaseTransport | None = None,
     sockets: list[socket.socket] | None = None,
     force: asyncio.Event | None = None,
+    environ: Mapping[str, str] | None = None,
+    reload: asyncio.Event | None = None,
+    config_path: str | None = None,
 ) -> int:
     """Run ``role``'s components until ``stop`` is set; 0 after a clean stop, 1 on failure.
 
@@ -303,22 +319,51 @@ async def run(
                 services = Services(
                     config=config, store=store, queue=ReviewQueue(
                         store, lease=timedelta(seconds=config.workers.lease_seconds)),
-                    governor=Governor(store, config.budget, clock=clock),
-                    health=Health(store), identity=AppIdentity(config, store), github=github,
+                    governor=(governor := Governor(store, config.budget, clock=clock)),
+                    health=Health(store, breaker_probe=governor.breaker),
+                    identity=AppIdentity(config, store), github=github,
                     clock=clock, sockets=listening, force=force or asyncio.Event(),
+                    environ=dict(environ or {}),
                 )
             except Exception:
                 log.exception("cannot start: building the components failed")
                 return 1
-            return await _run_components(services, parts, stop, transport)
+            return await _run_components(services, parts, stop, transport,
+                                         reload=reload, config_path=config_path)
     finally:
         for sock in listening if own_sockets else []:
             sock.close()
         store.close()
 
 
+def apply_reload(services: Services, config_path: str) -> None:
+    """SIGHUP: re-read the file; ``budget`` and ``publish.dry_run`` take effect at once.
+
+    Everything else that changed is logged as needing a restart and not applied; a file
+    that does not load is logged at ERROR and the running config stays in force.
+    """
+    result = reload_config(config_path, services.environ, services.config)
+    if result.error is not None:
+        return
+    services.config = result.config
+    if "budget" in result.applied:
+        services.governor.config = result.config.budget  # one assignment, frozen value
+
+
+async def _watch_reloads(services: Services, reload: asyncio.Event, config_path: str) -> None:
+    while True:
+        await reload.wait()
+        reload.clear()
+        try:
+            await anyio.to_thread.run_sync(apply_reload, services, config_path)
+        except Exception:  # a reload must never take the service down
+            log.exception("config reload failed; the previous config stays in force")
+
+
 async def _run_components(services: Services, parts: tuple[str, ...], stop: asyncio.Event,
-                          transport: httpx.AsyncBaseTransport | None) -> int:
+                          transport: httpx.AsyncBaseTransport | None, *,
+                          reload: asyncio.Event | None = None,
+                          config_path: str | None = None) -> int:
     failed: list[str] = []
 
     async def supervise(name: str, runner: Runner) -> None:
@@ -334,6 +379,8 @@ async def _run_components(services: Services, parts: tuple[str, ...], stop: asyn
         # In the background: webhooks are accepted meanwhile, with the fallback rules.
         tg.start_soon(services.identity.keep_resolving, services.config, services.health,
                       services.clock, transport)
+        if reload is not None and config_path is not None:
+            tg.start_soon(_watch_reloads, services, reload, config_path)
         async with anyio.create_task_group() as components:
             for name in parts:
                 components.start_soon(supervise, name, RUNNERS[name])
@@ -343,12 +390,18 @@ async def _run_components(services: Services, parts: tuple[str, ...], stop: asyn
 
 
 def serve(config: Config, role: str, *, clock: Clock = utc_now,
-          transport: httpx.AsyncBaseTransport | None = None) -> int:
-    """``pr-review-agent serve``: run ``role`` until SIGTERM/SIGINT; the exit code."""
+          transport: httpx.AsyncBaseTransport | None = None,
+          environ: Mapping[str, str] | None = None, config_path: str | None = None) -> int:
+    """``pr-review-agent serve``: run ``role`` until SIGTERM/SIGINT; the exit code.
+
+    SIGHUP re-reads ``config_path`` (see ``apply_reload``); ``environ`` is where secrets
+    given by environment and the engine's credentials are read from.
+    """
     check_role(role)
 
     async def main() -> int:
         stop = asyncio.Event()
+        reload = asyncio.Event()
         loop = asyncio.get_running_loop()
         signals = (signal.SIGTERM, signal.SIGINT)
 
@@ -362,12 +415,21 @@ def serve(config: Config, role: str, *, clock: Clock = utc_now,
             log.info("shutting down", extra={"signal": signal.Signals(number).name})
             stop.set()
 
+        def on_hangup() -> None:
+            if config_path is None:
+                log.warning("SIGHUP ignored: no config file to re-read")
+                return
+            log.info("SIGHUP: re-reading the config", extra={"path": config_path})
+            reload.set()
+
         for number in signals:
             loop.add_signal_handler(number, on_signal, number)
+        loop.add_signal_handler(signal.SIGHUP, on_hangup)
         try:
-            return await run(config, role, stop, clock=clock, transport=transport, force=force)
+            return await run(config, role, stop, clock=clock, transport=transport, force=force,
+                             environ=environ, reload=reload, config_path=config_path)
         finally:
-            for number in signals:
+            for number in (*signals, signal.SIGHUP):
                 loop.remove_signal_handler(number)
 
     return asyncio.run(main())

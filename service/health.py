@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final, Literal
@@ -71,8 +72,13 @@ class Health:
     ``report`` touches the store, so async callers run it in a worker thread.
     """
 
-    def __init__(self, store: SqliteStore, *, expected_version: int = HEAD_VERSION) -> None:
+    def __init__(self, store: SqliteStore, *, expected_version: int = HEAD_VERSION,
+                 breaker_probe: Callable[[datetime], tuple[bool, datetime | None]] | None = None
+                 ) -> None:
         self._store = store
+        # The breaker lives in the shared store, so it is read at report time rather
+        # than pushed: a web-only process sees a trip another process recorded.
+        self._breaker_probe = breaker_probe
         self._expected_version = expected_version
         self._lock = threading.Lock()
         self._poller: _Poller | None = None
@@ -142,7 +148,7 @@ class Health:
         with self._lock:
             checks["poller"] = self._poller_check(now)
             checks["workers"] = self._workers_check()
-            checks["breaker"] = self._breaker_check()
+            checks["breaker"] = self._breaker_check(now)
             checks["github_auth"] = self._auth_check()
         statuses = {check["status"] for check in checks.values()}
         status: Status = (
@@ -198,7 +204,15 @@ class Health:
             "dead": dict(sorted(workers.dead.items())),
         }
 
-    def _breaker_check(self) -> dict[str, object]:
+    def _breaker_check(self, now: datetime) -> dict[str, object]:
+        if self._breaker_probe is not None:
+            try:
+                tripped, until = self._breaker_probe(now)
+            except Exception as exc:  # an unreadable breaker admits nothing: say so
+                return {"status": DEGRADED, "tripped": None,
+                        "detail": f"breaker state unreadable: {type(exc).__name__}"}
+            return {"status": DEGRADED if tripped else OK, "tripped": tripped,
+                    "until": None if until is None else until.isoformat()}
         if self._breaker is None:
             return {"status": OK, "tripped": False}
         tripped, event = self._breaker

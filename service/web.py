@@ -186,7 +186,9 @@ class _Receiver:
     """The webhook route: the checks in the module docstring's order, then the writer."""
 
     def __init__(self, config: Config, deliveries: DeliveryLog, clock: Clock,
-                 on_installation_change: Callable[[InstallationChange], None] | None) -> None:
+                 on_installation_change: Callable[[InstallationChange], None] | None,
+                 on_enqueued: Callable[[], None] | None = None) -> None:
+        self._on_enqueued = on_enqueued
         self._limit = config.server.max_body_bytes
         self._secrets = config.github.webhook_secrets
         self._writer = _GroupCommit(deliveries)
@@ -236,6 +238,8 @@ class _Receiver:
             except Exception:
                 log.exception("installation-change callback failed",
                               extra={"delivery_id": delivery_id})
+        if result.enqueued and self._on_enqueued is not None:
+            self._on_enqueued()  # idle workers claim at once instead of at their next poll
         return JSONResponse(result.body(), status_code=result.status)
 
 
@@ -249,6 +253,7 @@ def create_app(
     health: Health,
     clock: Clock,
     on_installation_change: Callable[[InstallationChange], None] | None = None,
+    on_enqueued: Callable[[], None] | None = None,
 ) -> FastAPI:
     """The web app.
 
@@ -256,10 +261,12 @@ def create_app(
     a context replaced later (once the App's slug is known) applies at once. ``clock``
     returns aware UTC now. ``on_installation_change`` is called on the event loop after an
     installation change has committed, so the poller can refresh its repository list.
+    ``on_enqueued`` is called after a delivery that queued work has committed (the
+    workers' ``wake``).
     """
     admin_token = config.server.admin_token
     receiver = _Receiver(config, DeliveryLog(store, queue, triggers), clock,
-                         on_installation_change)
+                         on_installation_change, on_enqueued)
     app = FastAPI(title="pr-review-agent", docs_url=None, redoc_url=None, openapi_url=None)
     # A plain Starlette route: the receiver reads the raw request itself, so FastAPI's
     # parameter resolution would be pure overhead on the hottest path.

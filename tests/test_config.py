@@ -264,7 +264,25 @@ def test_relative_paths_resolve_against_the_config_directory(
 
 @pytest.mark.parametrize("kind", ENGINE_KINDS)
 def test_every_engine_kind_is_accepted(secrets_dir: Path, kind: str) -> None:
-    assert parse_config(with_key("engine.kind", kind), {}, secrets_dir).engine.kind == kind
+    data = with_key("engine.kind", kind)
+    data["engine"].update(model="some-model", api_url="http://127.0.0.1:11434/v1")
+    assert parse_config(data, {}, secrets_dir).engine.kind == kind
+
+
+def test_engine_keys_are_checked(secrets_dir: Path) -> None:
+    data = with_key("engine.kind", "openai_compatible")
+    data["engine"].update(credential_env=["CLAUDE_CODE_OAUTH_TOKEN", "GITHUB_TOKEN", "1X"],
+                          api_key_env="not a name", response_format="xml", max_tokens=0)
+    assert problems_of(data, secrets_dir) == [
+        'engine.response_format: must be one of json_object, json_schema, none, got "xml"',
+        'engine.credential_env[2]: must look like an environment variable name, got "1X"',
+        "engine.credential_env[1]: GITHUB_TOKEN is a GitHub variable; the engine never gets "
+        "GitHub credentials",
+        'engine.api_key_env: must be an environment variable name, got "not a name"',
+        "engine.max_tokens: must be at least 1, got 0",
+        "engine.model: is required for kind openai_compatible",
+        "engine.api_url: is required for kind openai_compatible (e.g. http://localhost:11434/v1)",
+    ]
 
 
 def test_every_github_association_is_accepted(secrets_dir: Path) -> None:

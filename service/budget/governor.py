@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final, Literal
 
-from service.budget.breaker import BreakerState, record_trip, reset_breaker
+from service.budget.breaker import BreakerState, read_breaker, record_trip, reset_breaker
 from service.budget.dollars import MONTHLY, costs_since
 from service.budget.ladder import EXHAUSTED_PCT, MENTION_ONLY_PCT, Gauge, Mode, first_at, mode_for
 from service.budget.limits import over_cap, pacer_frees_at
@@ -399,6 +399,12 @@ class Governor:
         log.warning("budget calibration reset: limits back to 100%, breaker closed")
 
     # -- for operators ----------------------------------------------------------------------
+
+    def breaker(self, now: datetime) -> tuple[bool, datetime | None]:
+        """Whether the breaker is tripped at ``now``, and until when (for ``/healthz``)."""
+        with self._store.read() as conn:
+            state = read_breaker(conn)
+        return state.tripped(now), state.tripped_until
 
     def snapshot(self, now: datetime) -> Snapshot:
         """Everything that decides, as the next claim at ``now`` would see it."""

@@ -115,15 +115,23 @@ class RepositoryPoller:
 
     def __init__(
         self, client: GitHubClient, store: SqliteStore, queue: ReviewQueue,
-        ctx: TriggerContext, *, memory: PullMemory | None = None,
+        ctx: TriggerContext | Callable[[], TriggerContext], *,
+        memory: PullMemory | None = None,
     ) -> None:
         self._client = client
         self._store = store
         self._queue = queue
-        self._ctx = ctx
+        # A callable is read at each use: the daemon replaces the context once the App's
+        # slug is known, and the rules must see the new one at once.
+        self._ctx_source = ctx
         self._memory = memory if memory is not None else PullMemory()
         self._boundaries: dict[str, Boundary] = {}  # by watermark key
         self._unfinished: set[str] = set()          # watermark keys of streams in flight
+
+    @property
+    def _ctx(self) -> TriggerContext:
+        source = self._ctx_source
+        return source if isinstance(source, TriggerContext) else source()
 
     async def poll(self, repo: str, installation_id: int, now: datetime) -> RepositoryReport:
         """Poll both streams of ``repo`` as ``installation_id``; ``now`` stamps new rows."""

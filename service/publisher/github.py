@@ -153,6 +153,14 @@ class GitHubPublisher:
             log.warning("publication failed for now; it will be retried: %s",
                         exc or type(exc).__name__, extra=extra)
             return PublishResult(key, "retry")
+        except Exception:
+            # A fault of ours (or the store's): the run stays recorded and is offered
+            # again, within the same cap, instead of being retried every minute forever.
+            log.exception("publication attempt broke; it will be retried", extra=extra)
+            if pub.attempts >= MAX_ATTEMPTS:
+                await self._db(records.record_failure, key, self._clock())
+                return PublishResult(key, "failed")
+            return PublishResult(key, "retry")
         finally:
             with anyio.CancelScope(shield=True):
                 await self._db(records.release, key)

@@ -1,0 +1,116 @@
+"""The daemon's components other than the web server: the poller and the workers.
+
+The workers' runner also runs the maintenance loop (re-offering unposted runs, notices,
+retention), since all three write to GitHub as the publisher does.
+
+Each runner is ``runner(services, stop)``: it builds its part from the shared
+``Services``, runs until ``stop`` is set and then winds down. ``service.daemon`` maps
+component names to runners and supervises them.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+
+from service.engine.factory import build_engine
+from service.poller import Poller
+from service.publisher import GitHubPublisher, republish_pending
+from service.retention import delay_of, sweep
+from service.worker import JobRunner, JobSettings, WorkerPool
+from service.worker.checkout import Checkouts
+from service.worker.pulls import Installations
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from service.daemon import Services
+
+log = logging.getLogger(__name__)
+
+
+async def run_poller(services: Services, stop: asyncio.Event) -> None:
+    """The ETag poller: the source of truth, every ``poller.interval_seconds``."""
+    config = services.config
+    interval = timedelta(seconds=config.poller.interval_seconds)
+    services.health.poller_started(interval, services.clock())
+
+    def on_cycle(success: bool, at: datetime) -> None:
+        if success:
+            services.health.poller_cycle_succeeded(at)
+        services.wake_workers()  # whatever the cycle enqueued is claimable now
+
+    poller = Poller.from_config(
+        config, client=services.github, store=services.store, queue=services.queue,
+        ctx=services.identity.context, clock=services.clock, on_cycle=on_cycle)
+    services.installation_listeners.append(lambda change: poller.request_refresh())
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(poller.run)
+        await stop.wait()
+        tg.cancel_scope.cancel()  # a cycle in flight is redone: only commits move a mark
+
+
+MAINTENANCE_INTERVAL = 30.0  # seconds between re-offers, notices and retention sweeps
+
+
+def build_publisher(services: Services, installations: Installations) -> GitHubPublisher:
+    """The publisher the workers hand recorded runs to.
+
+    It reads ``publish`` through the services at each use, so a SIGHUP that flips
+    ``publish.dry_run`` takes effect at the next post.
+    """
+    identity = services.identity
+    return GitHubPublisher(
+        store=services.store, github=services.github, installations=installations,
+        clock=services.clock, config=lambda: services.config.publish,
+        mention=services.config.triggers.mention,
+        bot_login=lambda: f"{identity.slug}[bot]" if identity.slug else None)
+
+
+async def maintain(services: Services, publisher: GitHubPublisher) -> None:
+    """Every ``MAINTENANCE_INTERVAL``: re-offer unposted runs (after a crash or a GitHub
+    refusal that cleared), post the one notice a refused mention is owed, and purge the
+    review content of closed pull requests. A failure is logged; the next round retries."""
+    while True:
+        now = services.clock()
+        try:
+            await republish_pending(services.store, publisher, now)
+            await publisher.notify_refusals(services.governor, now)
+            delay = delay_of(services.config.retention)
+            if delay is not None:
+                purged = await anyio.to_thread.run_sync(sweep, services.store, now, delay)
+                if purged:
+                    log.info("retention purged the content of %d run(s)", purged)
+        except Exception:
+            log.exception("maintenance round failed; retrying in %ss", MAINTENANCE_INTERVAL)
+        await anyio.sleep(MAINTENANCE_INTERVAL)
+
+
+async def run_workers(services: Services, stop: asyncio.Event) -> None:
+    """``workers.count`` workers claiming through the governor, and the maintenance loop."""
+    config = services.config
+    engine = build_engine(config.engine, services.environ, clock=services.clock)
+    checkouts = Checkouts(Path(config.store.path).parent / "checkouts")
+    # Worktrees left by a process that died mid-run hold nothing anyone will read.
+    swept = await anyio.to_thread.run_sync(checkouts.sweep)
+    if swept:
+        log.info("removed %d worktree(s) left by an earlier process", len(swept))
+    installations = Installations(services.store, services.github)
+    publisher = build_publisher(services, installations)
+    job = JobRunner(
+        store=services.store, queue=services.queue, governor=services.governor,
+        github=services.github, installations=installations, checkouts=checkouts,
+        engine=engine, publisher=publisher, clock=services.clock,
+        settings=JobSettings.from_config(config))
+    pool = WorkerPool(queue=services.queue, governor=services.governor, job=job,
+                      clock=services.clock, count=config.workers.count,
+                      health=services.health)
+    services.wakers.append(pool.wake)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(maintain, services, publisher)
+        await pool.run(stop)
+        tg.cancel_scope.cancel()
