@@ -12,10 +12,16 @@ from service import __version__
 
 
 def _check_config(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from service.config import ConfigError, describe_config, load_config
+    from service.config import ConfigError, MissingCredentials, describe_config, load_config
 
     try:
         config = load_config(args.file, os.environ)
+    except MissingCredentials as exc:  # valid but for the App: not an error list
+        from service.setup import describe_pending
+
+        for line in describe_pending(args.file, exc):
+            print(line, file=out)
+        return 3
     except ConfigError as exc:
         print(f"{args.file}: {len(exc.problems)} problem(s)", file=err)
         for problem in exc.problems:
@@ -60,6 +66,13 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         config = load_config(args.config, os.environ)
     except ConfigError as exc:
+        if exc.registration_needed or not os.path.lexists(args.config):
+            # First run: register the App from its manifest, then serve (service/setup/).
+            from service.setup import register_and_serve
+
+            configure_logging(args.log_format, stream=err)
+            return register_and_serve(args.config, args.role, public_url=args.public_url,
+                                      environ=os.environ, err=err)
         print(f"{args.config}: {len(exc.problems)} problem(s)", file=err)
         for problem in exc.problems:
             print(f"  {problem}", file=err)
@@ -106,6 +119,28 @@ def _budget(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+def _review(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from service.logs import configure_logging
+    from service.operator import load_or_report, review
+
+    config = load_or_report(args.config, err)
+    if config is None:
+        return 2
+    configure_logging(args.log_format, stream=err)
+    return review(config, args.repo, args.pr, dry_run=args.dry_run, out=out, err=err)
+
+
+def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from pathlib import Path
+
+    from service.operator import load_or_report, replay
+
+    config = load_or_report(args.config, err)
+    if config is None:
+        return 2
+    return replay(config, args.event, Path(args.payload), url=args.url, out=out, err=err)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pr-review-agent",
@@ -130,6 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="which components this process runs (default: all)")
     serve.add_argument("--log-format", choices=("json", "text"), default="json",
                        help="log lines as JSON objects (default) or readable text")
+    serve.add_argument("--public-url", help="the URL GitHub reaches this server at, for "
+                       "registering the App (default: server.public_url, else "
+                       "http://HOST:PORT)")
     serve.set_defaults(handler=_serve)
 
     budget = sub.add_parser("budget", help="show the budget as GET /budget does; reset the "
@@ -143,6 +181,27 @@ def build_parser() -> argparse.ArgumentParser:
     budget.add_argument("--publish-policy", action="store_true",
                         help="replace the shared budget policy with this config's budget")
     budget.set_defaults(handler=_budget)
+
+    review = sub.add_parser("review", help="review one pull request now, through the same "
+                            "governor, ledger and publisher as serve")
+    review.add_argument("--config", required=True, help="path to the YAML config")
+    review.add_argument("--repo", required=True, help="the repository, owner/name")
+    review.add_argument("--pr", required=True, type=int, help="the pull request number")
+    review.add_argument("--dry-run", action="store_true",
+                        help="record the review without posting anything to GitHub")
+    review.add_argument("--log-format", choices=("json", "text"), default="text",
+                        help="log lines as readable text (default) or JSON objects")
+    review.set_defaults(handler=_review)
+
+    replay = sub.add_parser("replay", help="sign a webhook payload and POST it to a running "
+                            "server with GitHub's headers")
+    replay.add_argument("--config", required=True,
+                        help="path to the YAML config (its webhook secret signs)")
+    replay.add_argument("--event", required=True, help="X-GitHub-Event, e.g. pull_request")
+    replay.add_argument("payload", help="the payload, a JSON file")
+    replay.add_argument("--url", help="where to POST (default: "
+                        "http://127.0.0.1:{server.port}{server.webhook_path})")
+    replay.set_defaults(handler=_replay)
 
     return parser
 

@@ -66,6 +66,9 @@ class ServerConfig:
     webhook_path: str = "/webhook"
     admin_token: Secret | None = None  # from admin_token_file; protects GET /budget
     max_body_bytes: int = 25 * 1024 * 1024
+    #: The URL GitHub and the operator's browser reach this server at; used to register
+    #: the App (webhook and redirect URLs). None: ``http://{host}:{port}``.
+    public_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -190,11 +193,35 @@ class Config:
 
 
 class ConfigError(Exception):
-    """Every problem found in one config file, each prefixed by its key path."""
+    """Every problem found in one config file, each prefixed by its key path.
+
+    ``registration_needed`` is True only on ``MissingCredentials``: callers test the flag
+    to tell "register the App" from a file that needs fixing.
+    """
+
+    registration_needed: bool = False
 
     def __init__(self, problems: list[str]) -> None:
         self.problems = list(problems)
         super().__init__("\n".join(self.problems))
+
+
+class MissingCredentials(ConfigError):
+    """The file is valid except that the GitHub App is not registered yet.
+
+    Raised when the only problems are the App's missing credentials: no ``github``
+    section, or one without ``app_id`` whose private key and webhook secret are neither
+    in the environment nor in files that exist yet. ``problems`` are the usual messages;
+    ``config`` is everything else the file says, parsed and valid, with a placeholder
+    ``github`` (``app_id`` 0, no secrets) that keeps only ``api_url`` and
+    ``repositories``: what registration needs to know (service/setup.py).
+    """
+
+    registration_needed = True
+
+    def __init__(self, problems: list[str], config: Config) -> None:
+        super().__init__(problems)
+        self.config = config
 
 
 # --- Loading -------------------------------------------------------------------------------
@@ -274,6 +301,14 @@ class _Section:
 
     def failed_since(self, mark: int) -> bool:
         return len(self._problems) > mark
+
+    def since(self, mark: int) -> list[str]:
+        """The problems recorded (anywhere in the tree) after ``mark``."""
+        return self._problems[mark:]
+
+    def peek(self, key: str) -> object:
+        """The raw value of ``key`` (or ``_MISSING``) without counting it as read."""
+        return self._data.get(key, _MISSING)
 
     def required(self, key: str, hint: str = "") -> None:
         if not self.quiet:
@@ -500,14 +535,52 @@ def _secret(
     return Secret(text)
 
 
-def _github(top: _Section, environ: Mapping[str, str], base_dir: Path) -> GitHubConfig:
+def _unregistered(data: object, environ: Mapping[str, str], base_dir: Path) -> bool:
+    """Whether the ``github`` section (raw) says the App has not been registered yet.
+
+    True for a missing section, or one without ``app_id`` whose key and webhook secret are
+    given neither by the environment nor by a file that exists. A section that names an
+    ``app_id`` was registered: its missing key is a lost secret, not a first run.
+    """
+    if ENV_PRIVATE_KEY in environ or ENV_WEBHOOK_SECRET in environ:
+        return False
+    if data is _MISSING:
+        return True
+    if not isinstance(data, Mapping) or "app_id" in data:
+        return False
+    for key in ("private_key_file", "webhook_secret_file"):
+        value = data.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str) or not value.strip():
+            return False
+        if os.path.exists(_resolve(base_dir, value)):
+            return False
+    return True
+
+
+def _github(
+    top: _Section, environ: Mapping[str, str], base_dir: Path
+) -> tuple[GitHubConfig, list[str]]:
+    """The ``github`` section, and the problems that only say "not registered yet".
+
+    The second item is empty unless the App is unregistered (``_unregistered``); then it
+    holds the section's missing-credential problems, so that ``parse_config`` can tell a
+    file whose one remaining step is registration from a file with real mistakes.
+    """
+    unregistered = _unregistered(top.peek("github"), environ, base_dir)
+    absent: list[str] = []
+    mark = top.mark()
     s = top.section(
         "github",
         required=True,
         hint="needs app_id, and the private key and webhook secret from *_file keys "
         "or the environment",
     )
+    absent += s.since(mark)
+    mark = s.mark()
     app_id = s.integer("app_id", None, hint="the numeric App ID from the App's settings page")
+    absent += s.since(mark)
     api_url = s.string("api_url", GitHubConfig.api_url).rstrip("/")
     if api_url:
         parts = urlsplit(api_url)
@@ -516,12 +589,14 @@ def _github(top: _Section, environ: Mapping[str, str], base_dir: Path) -> GitHub
     repositories = s.strings(
         "repositories", (), pattern=_REPO_RE, shape="owner/name", fold_case=True
     )
+    mark = s.mark()
     private_key = _secret(
         s, "private_key_file", ENV_PRIVATE_KEY, environ, base_dir, required=True, pem=True
     )
     current = _secret(
         s, "webhook_secret_file", ENV_WEBHOOK_SECRET, environ, base_dir, required=True
     )
+    absent += s.since(mark)
     previous = _secret(
         s,
         "previous_webhook_secret_file",
@@ -538,7 +613,7 @@ def _github(top: _Section, environ: Mapping[str, str], base_dir: Path) -> GitHub
         webhook_secrets=tuple(dict.fromkeys(secrets)),  # the same secret twice is one secret
         api_url=api_url,
         repositories=repositories,
-    )
+    ), (absent if unregistered else [])
 
 
 def _server(top: _Section, environ: Mapping[str, str], base_dir: Path) -> ServerConfig:
@@ -553,6 +628,12 @@ def _server(top: _Section, environ: Mapping[str, str], base_dir: Path) -> Server
         s.problem("webhook_path", f"{webhook_path} is a route the service already serves")
     admin_token = _secret(s, "admin_token_file", None, environ, base_dir, required=False)
     max_body_bytes = s.integer("max_body_bytes", default.max_body_bytes)
+    public_url = s.optional_string("public_url")
+    if public_url is not None:
+        why = public_url_problem(public_url)
+        if why is not None:
+            s.problem("public_url", why)
+        public_url = public_url.rstrip("/")
     s.finish()
     return ServerConfig(
         host=host,
@@ -560,7 +641,24 @@ def _server(top: _Section, environ: Mapping[str, str], base_dir: Path) -> Server
         webhook_path=webhook_path,
         admin_token=admin_token,
         max_body_bytes=max_body_bytes,
+        public_url=public_url,
     )
+
+
+def public_url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be the server's public URL, or None.
+
+    An http(s) URL with a host and no query or fragment; a path is allowed (a reverse
+    proxy may serve the agent under one).
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"must be an http(s) URL with a host, got {_show(url)}"
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        return f"must not have a query or a fragment, got {_show(url)}"
+    if re.search(r"\s", url):
+        return f"must not contain whitespace, got {_show(url)}"
+    return None
 
 
 def _triggers(top: _Section) -> TriggersConfig:
@@ -718,7 +816,7 @@ def parse_config(data: object, environ: Mapping[str, str], base_dir: Path) -> Co
     top = _Section(problems, "", data)
     # Sections are read in the order DESIGN.md and docs/CONFIG.md list them, so problems
     # come out roughly in the order an operator reads the file.
-    github = _github(top, environ, base_dir)
+    github, absent = _github(top, environ, base_dir)
     server = _server(top, environ, base_dir)
     store = top.section("store")
     store_path = store.string("path", StoreConfig.path)
@@ -756,9 +854,9 @@ def parse_config(data: object, environ: Mapping[str, str], base_dir: Path) -> Co
     retention.finish()
     budget = _budget(top)
     top.finish()
-    if problems:
+    if problems and problems != absent:
         raise ConfigError(problems)
-    return Config(
+    config = Config(
         github=github,
         triggers=triggers,
         budget=budget,
@@ -771,6 +869,9 @@ def parse_config(data: object, environ: Mapping[str, str], base_dir: Path) -> Co
         publish=publish_config,
         retention=retention_config,
     )
+    if problems:  # exactly the App's absent credentials: registration is what is left
+        raise MissingCredentials(problems, config)
+    return config
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -826,6 +927,8 @@ def load_config(path: str | os.PathLike[str], environ: Mapping[str, str]) -> Con
     try:
         config = parse_config(data, environ, base_dir)
     except ConfigError as exc:
+        if exc.registration_needed and not loader.duplicates:
+            raise
         raise ConfigError(loader.duplicates + exc.problems) from None
     if loader.duplicates:
         raise ConfigError(loader.duplicates)
@@ -853,12 +956,17 @@ def describe_config(config: Config) -> list[str]:
     engine, review = config.engine, config.review
     rotation = " (plus one previous, during a rotation)" if len(gh.webhook_secrets) > 1 else ""
     share = budget.reviewer_share_pct
+    # app_id 0 is MissingCredentials' placeholder: the App is not registered yet.
+    registered = gh.app_id != 0
     return [
-        f"github: app {gh.app_id} at {gh.api_url}",
+        f"github: app {gh.app_id} at {gh.api_url}" if registered else
+        f"github: not registered yet (API {gh.api_url})",
         "repositories: "
         + (", ".join(gh.repositories) if gh.repositories else "every repository installed"),
         f"server: listening on {srv.host}:{srv.port}; webhook at {srv.webhook_path} with "
-        f"1 secret{rotation}, body limit {srv.max_body_bytes} bytes",
+        + (f"1 secret{rotation}" if registered else "the secret registration creates")
+        + f", body limit {srv.max_body_bytes} bytes"
+        + (f"; public URL {srv.public_url}" if srv.public_url else ""),
         "GET /budget: "
         + ("needs the admin token" if srv.admin_token is not None else "open (no admin token)"),
         f"store: {config.store.path}",

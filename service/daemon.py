@@ -43,7 +43,17 @@ import uvicorn
 
 from service.budget import Governor
 from service.config import Config
-from service.github import APP, GitHubClient, GitHubError, RetryPolicy
+from service.etags import ETagStore
+from service.github import (
+    APP,
+    AppJWT,
+    GitHubClient,
+    GitHubError,
+    InstallationToken,
+    InstallationTokens,
+    RetryPolicy,
+    mint_installation_token,
+)
 from service.health import Health
 from service.ingest import AgentComments
 from service.queue import ReviewQueue
@@ -60,6 +70,7 @@ __all__ = [
     "RoleUnavailableError",
     "Services",
     "check_role",
+    "github_client",
     "run",
     "serve",
     "utc_now",
@@ -276,6 +287,36 @@ def listen(host: str, port: int, *, backlog: int = 2048) -> socket.socket:
     return sock
 
 
+def github_client(config: Config, health: Health, clock: Clock,
+                  transport: httpx.AsyncBaseTransport | None = None) -> GitHubClient:
+    """The process's one GitHub client.
+
+    Every installation token mint is reported to ``health`` (the ``github_auth`` check),
+    so a key GitHub stops accepting shows on ``/healthz`` at the next mint, not only at
+    start. The poller's conditional GETs need an ETag cache; in memory is enough: entries
+    are keyed per installation token and a restarted process mints a new token, so a
+    durable cache would only add a SQLite write on the event loop per listing.
+    """
+    client: GitHubClient
+
+    async def mint(installation_id: int) -> InstallationToken:
+        try:
+            token = await mint_installation_token(client, installation_id)
+        except Exception as exc:
+            health.auth_failed(clock(), f"installation {installation_id} token mint failed: "
+                                        f"{exc or type(exc).__name__}")
+            raise
+        health.auth_succeeded(clock(), f"installation {installation_id} token")
+        return token
+
+    client = GitHubClient(
+        config.github.api_url,
+        app_jwt=AppJWT(config.github.app_id, config.github.private_key, clock),
+        clock=clock, tokens=InstallationTokens(mint, clock), etags=ETagStore(),
+        transport=transport)
+    return client
+
+
 async def run(
     config: Config,
     role: str,
@@ -313,14 +354,18 @@ async def run(
             sock.close()
         return 1
     try:
-        async with GitHubClient.from_config(config.github, clock=clock,
-                                            transport=transport) as github:
+        try:
+            governor = Governor(store, config.budget, clock=clock)
+            health = Health(store, breaker_probe=governor.breaker)
+        except Exception:
+            log.exception("cannot start: building the components failed")
+            return 1
+        async with github_client(config, health, clock, transport) as github:
             try:
                 services = Services(
                     config=config, store=store, queue=ReviewQueue(
                         store, lease=timedelta(seconds=config.workers.lease_seconds)),
-                    governor=(governor := Governor(store, config.budget, clock=clock)),
-                    health=Health(store, breaker_probe=governor.breaker),
+                    governor=governor, health=health,
                     identity=AppIdentity(config, store), github=github,
                     clock=clock, sockets=listening, force=force or asyncio.Event(),
                     environ=dict(environ or {}),
@@ -409,7 +454,7 @@ def serve(config: Config, role: str, *, clock: Clock = utc_now,
 
         def on_signal(number: int) -> None:
             if stop.is_set():
-                log.warning("second signal: not waiting for open connections")
+                log.warning("second signal: not waiting for open connections or running jobs")
                 force.set()
                 return
             log.info("shutting down", extra={"signal": signal.Signals(number).name})

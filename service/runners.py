@@ -112,5 +112,5 @@ async def run_workers(services: Services, stop: asyncio.Event) -> None:
     services.wakers.append(pool.wake)
     async with anyio.create_task_group() as tg:
         tg.start_soon(maintain, services, publisher)
-        await pool.run(stop)
+        await pool.run(stop, services.force)  # a second signal cancels running jobs
         tg.cancel_scope.cancel()

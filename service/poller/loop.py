@@ -88,8 +88,9 @@ class Poller:
 
     ``repositories`` (``github.repositories``) limits polling to those names; empty polls
     every repository of every installation. ``refresh_every``: cycles between refreshes
-    of the installations and their repositories (also done at the first cycle and after
-    ``request_refresh()``). ``clock`` and ``sleep`` are the loop's only sense of time.
+    of the installations and their repositories (also done at the first cycle, after
+    ``request_refresh()``, and at the cycle after a refresh that failed in part).
+    ``clock`` and ``sleep`` are the loop's only sense of time.
     """
 
     def __init__(
@@ -296,7 +297,10 @@ class Poller:
             for gone in set(table) - installations:
                 del table[gone]
         self._refreshed_once = True
-        self._cycles_since_refresh = 0
+        # A refresh that could not list everything is tried again at the next cycle: its
+        # partial view (at start, perhaps no targets at all) must not stand for
+        # refresh_every cycles (50 minutes at the default interval).
+        self._cycles_since_refresh = self._refresh_every if found.failures else 0
         with self._refresh_lock:
             self._refresh_done = max(self._refresh_done, generation)
         report.refreshed = True

@@ -14,8 +14,9 @@ lapses; the next claim of that row (by any worker) closes the dead attempt's
 reservation as ``lost`` (the governor's predecessor rule), so it stays charged.
 
 ``run(stop)`` returns once ``stop`` is set and the workers are done: they stop claiming
-at once, a job in progress gets ``grace_seconds`` to finish, and a job still running
-after that is cancelled (it settles as ``infrastructure`` and releases its row).
+at once, a job in progress gets ``grace_seconds`` to finish (cut short when ``force`` is
+set), and a job still running after that is cancelled (it settles as ``infrastructure``
+and releases its row).
 """
 
 from __future__ import annotations
@@ -107,27 +108,31 @@ class WorkerPool:
         for event in self._wakes.values():
             event.set()
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """Run the workers until ``stop`` is set, then wind down (see the module doc)."""
+    async def run(self, stop: asyncio.Event, force: asyncio.Event | None = None) -> None:
+        """Run the workers until ``stop`` is set, then wind down (see the module doc).
+
+        ``force`` set after ``stop`` (a second SIGTERM) ends the grace period at once.
+        """
         self._loop = asyncio.get_running_loop()
         if self._health is not None:
             self._health.workers_started(list(self.owners))
         log.info("workers started", extra={"owners": list(self.owners)})
         async with anyio.create_task_group() as outer:
-            outer.start_soon(self._enforce_grace, stop)
+            outer.start_soon(self._enforce_grace, stop, force or asyncio.Event())
             async with anyio.create_task_group() as workers:
                 for owner in self.owners:
                     workers.start_soon(self._supervise, owner, stop)
             outer.cancel_scope.cancel()
         log.info("workers stopped", extra={"owners": list(self.owners)})
 
-    async def _enforce_grace(self, stop: asyncio.Event) -> None:
+    async def _enforce_grace(self, stop: asyncio.Event, force: asyncio.Event) -> None:
         await stop.wait()
         self._set_wakes()
         if self._jobs:
             log.info("stopping: %d job(s) running, %.0f s to finish", len(self._jobs),
                      self._grace)
-        await anyio.sleep(self._grace)
+        with anyio.move_on_after(self._grace):
+            await force.wait()
         for owner, scope in list(self._jobs.items()):
             log.warning("grace period over; cancelling the job", extra={"owner": owner})
             scope.cancel()

@@ -1,0 +1,192 @@
+"""First run: ``serve`` without App credentials registers the App, then serves.
+
+``register_and_serve`` is what ``pr-review-agent serve`` calls when the config is missing
+or raises ``MissingCredentials``:
+
+1. a missing config file is created from the template (files.py), with a generated budget
+   the operator must review;
+2. the registration page (page.py) is served on ``server.host:server.port`` until the App
+   is registered (or SIGTERM/SIGINT: exit 0), and a one-time link is printed;
+3. the listening socket is closed and the full service starts in the same process with
+   the config registration wrote (``service.daemon.serve``).
+
+Registration needs to write beside the config; that is checked before the page is served,
+because GitHub's code can be converted only once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import signal
+import socket
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TextIO
+
+import httpx
+import uvicorn
+
+from service.config import ConfigError, MissingCredentials, describe_config, load_config
+from service.daemon import Clock, check_role, listen, serve, utc_now
+from service.setup.files import new_config_text, writable_problem, write_config
+from service.setup.manifest import public_url_for
+from service.setup.page import create_setup_app
+from service.setup.registrar import Registered, Registrar
+
+__all__ = ["describe_pending", "register", "register_and_serve"]
+
+log = logging.getLogger(__name__)
+
+
+def describe_pending(path: str, exc: MissingCredentials) -> list[str]:
+    """What ``check-config`` prints for a file whose one remaining step is registration."""
+    return [
+        f"{path}: registration is the one step left",
+        "  The rest of the file is valid; the GitHub App is not registered yet (no app_id, "
+        "private key or webhook secret).",
+        f"  Register it: pr-review-agent serve --config {path} --public-url URL",
+        "  and open the link it prints (docs/ONBOARDING.md).",
+        *(f"  {line}" for line in describe_config(exc.config)),
+    ]
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling: this module owns SIGTERM/SIGINT."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def register(config_path: Path, pending: MissingCredentials, *, public_url: str,
+                   environ: Mapping[str, str], stop: asyncio.Event, sockets: list[socket.socket],
+                   err: TextIO, clock: Clock = utc_now,
+                   transport: httpx.AsyncBaseTransport | None = None) -> Registered | None:
+    """Serve the registration page on ``sockets`` until the App is registered (its
+    ``Registered``) or ``stop`` is set (None)."""
+    registrar = Registrar(config_path, pending.config, public_url=public_url,
+                          environ=environ, clock=clock, transport=transport)
+    setup_key = secrets.token_urlsafe(24)
+    done = asyncio.Event()
+    app = create_setup_app(registrar, setup_key=setup_key,
+                           webhook_path=pending.config.server.webhook_path,
+                           on_registered=lambda _registered: done.set())
+    server = _Server(uvicorn.Config(app, lifespan="off", log_config=None, access_log=False,
+                                    server_header=False, timeout_graceful_shutdown=5))
+    # The link goes to the console, not to the log: the key is a credential, if a
+    # short-lived one, and logs are kept and shipped.
+    print("\nThe GitHub App is not registered yet. To register it, open this link "
+          "(it works for this process only):\n"
+          f"  {public_url}/?key={setup_key}\n"
+          f"GitHub will deliver webhooks to {registrar.webhook_url}; GitHub's pages are at "
+          f"{registrar.web_url}.\n", file=err, flush=True)
+    log.info("serving the registration page", extra={
+        "public_url": public_url, "config": str(config_path), "github": registrar.web_url})
+
+    async def stopper() -> None:
+        waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(done.wait())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        server.should_exit = True
+
+    watcher = asyncio.ensure_future(stopper())
+    try:
+        await server.serve(sockets=sockets)
+    finally:
+        watcher.cancel()
+    return registrar.registered if done.is_set() else None
+
+
+def register_and_serve(config_path: str, role: str, *, public_url: str | None,
+                       environ: Mapping[str, str], err: TextIO,
+                       clock: Clock = utc_now) -> int:
+    """``serve`` on a config without App credentials: register, then serve. Exit code."""
+    path = Path(config_path)
+    if "web" not in check_role(role):
+        print(f"serve: the GitHub App is not registered yet, and role {role!r} serves no web "
+              "page to register it from: run `serve --role all` (or web) once first.",
+              file=err)
+        return 2
+    if not path.exists():
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            problem = writable_problem(path)
+            if problem is None:
+                write_config(path, new_config_text(path, clock()))
+        except OSError as exc:
+            problem = f"cannot create {path}: {exc.strerror or type(exc).__name__}"
+        if problem is not None:
+            print(f"serve: {path} does not exist and cannot be created: {problem}", file=err)
+            return 2
+        print(f"Created {path} from the template. Review its budget section before the "
+              "agent spends anything that matters (docs/BUDGET.md).", file=err)
+    try:
+        config = load_config(path, environ)
+    except MissingCredentials as exc:
+        pending = exc
+    except ConfigError as exc:
+        print(f"{path}: {len(exc.problems)} problem(s)", file=err)
+        for line in exc.problems:
+            print(f"  {line}", file=err)
+        return 2
+    else:  # credentials arrived by the environment meanwhile: nothing to register
+        return serve(config, role, clock=clock, environ=environ, config_path=config_path)
+    problem = writable_problem(path)
+    if problem is not None:
+        print(f"serve: the GitHub App is not registered yet, and registration cannot save its "
+              f"credentials: {problem}. Register where the config is writable, or give "
+              "github.app_id and the key and webhook secret files (docs/ONBOARDING.md).",
+              file=err)
+        return 2
+    try:
+        url = public_url_for(pending.config.server, public_url)
+    except ValueError as exc:
+        print(f"serve: {exc}", file=err)
+        return 2
+    try:
+        registered = _run_registration(path, pending, public_url=url, environ=environ,
+                                       err=err, clock=clock)
+    except OSError as exc:
+        log.error("cannot listen", extra={"host": pending.config.server.host,
+                                          "port": pending.config.server.port,
+                                          "error": str(exc)})
+        return 1
+    if registered is None:
+        return 0
+    log.info("registration complete; starting the service",
+             extra={"app_id": registered.app_id, "install_url": registered.install_url})
+    print(f"\nRegistered the GitHub App {registered.slug} (id {registered.app_id}). Install it "
+          f"on your repositories: {registered.install_url}\n", file=err, flush=True)
+    return serve(registered.config, role, clock=clock, environ=environ,
+                 config_path=config_path)
+
+
+def _run_registration(path: Path, pending: MissingCredentials, *, public_url: str,
+                      environ: Mapping[str, str], err: TextIO,
+                      clock: Clock) -> Registered | None:
+    server = pending.config.server
+
+    async def main() -> Registered | None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        sock = listen(server.host, server.port)  # OSError: the caller says why
+        for number in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(number, stop.set)
+        # SIGHUP's default would end the process; there is no config in force to reload.
+        loop.add_signal_handler(signal.SIGHUP, lambda: log.warning(
+            "SIGHUP ignored: the App is not registered yet, there is nothing to reload"))
+        try:
+            return await register(path, pending, public_url=public_url, environ=environ,
+                                  stop=stop, sockets=[sock], err=err, clock=clock)
+        finally:
+            sock.close()
+            for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                loop.remove_signal_handler(number)
+
+    return asyncio.run(main())

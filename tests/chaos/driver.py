@@ -1,0 +1,345 @@
+"""One chaos run: triggers, SIGKILLs and restarts on a schedule, then a drain and the
+accounting (``accounting.classify``).
+
+The run, in order:
+
+1. lay out the rig with a *tight* budget (a session window a fraction of what the
+   triggers need), start the simulator and ``serve``, wait until the poller has seeded
+   every repository;
+2. for ``chaos_seconds``: create the triggers at random moments (opened pull requests
+   and ``@claude review|describe`` comments; about half with a webhook, the rest
+   poll-only), deliver every webhook GitHub emits (the App's own events too) while
+   ``serve`` is up — a delivery that meets a dead process is lost, as on GitHub — and
+   SIGKILL ``serve`` at random moments, restarting it after a random pause. At one of
+   the kills the budget is raised (``pr-review-agent budget --publish-policy`` with a
+   bigger session window, the process down): the windows bind before it, so the
+   sliding check has something to check, and everything can still finish after it;
+3. heal: one last start, no more kills, until nothing is queued, claimed or waiting to
+   be published (or ``drain_timeout``);
+4. stop ``serve`` with SIGTERM (it must exit 0), then publish what a killed attempt left
+   under its 15-minute publication lease — the step a restart 15 minutes later would
+   take, run in-process with a clock 16 minutes ahead (``publish_after_lease``);
+5. read the store, the simulator's posts and the engine's usage log, and classify.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from service.config import load_config
+from service.github import GitHubClient
+from service.publisher import GitHubPublisher, republish_pending
+from service.store import SqliteStore, from_db_time
+from service.worker.pulls import Installations
+from tests.chaos.accounting import Limits, Report, Trigger, classify
+from tests.chaos.rig import ROOT, SLUG, ChaosRig, RigSettings
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class ChaosSettings:
+    triggers: int = 50
+    #: Triggers are created over this many seconds from the start.
+    inject_seconds: float = 20.0
+    #: Kills happen until this many seconds from the start.
+    chaos_seconds: float = 26.0
+    #: Seconds between one restart and the next kill, and how long ``serve`` stays down.
+    kill_gap: tuple[float, float] = (1.5, 5.0)
+    down_for: tuple[float, float] = (0.0, 1.0)
+    #: The budget is raised at the first kill after this many seconds.
+    switch_at: float = 16.0
+    tight_session_tokens: int = 200_000
+    big_session_tokens: int = 5_000_000
+    drain_timeout: float = 120.0
+    opened_share: float = 0.4
+    describe_share: float = 0.2
+    webhook_share: float = 0.5
+    seed: int | None = None
+    rig: RigSettings = field(default_factory=RigSettings)
+
+
+@dataclass
+class ChaosResult:
+    report: Report
+    kills: int
+    incarnations: int
+    switch_at: datetime | None
+    drained_in: float
+    total_seconds: float
+    published_after_lease: int
+    final_exit: int | None
+    deliveries: dict[str, int]
+    seed: int
+    rig: ChaosRig
+
+
+def plan(settings: ChaosSettings, rng: random.Random, repos: list[str]
+         ) -> list[tuple[float, str, str, str, str]]:
+    """(at, repo, kind, command, via) for every trigger, in time order."""
+    n = settings.triggers
+    opened = round(n * settings.opened_share)
+    kinds = ["pr_opened"] * opened + ["mention"] * (n - opened)
+    rng.shuffle(kinds)
+    items = []
+    seen = dict.fromkeys(("pr_opened", "mention"), 0)
+    for kind in kinds:
+        command = "describe" if kind == "mention" and rng.random() < settings.describe_share \
+            else "review"
+        via = "webhook" if rng.random() < settings.webhook_share else "poll"
+        repo = repos[seen[kind] % len(repos)]  # each kind spread evenly over repositories
+        seen[kind] += 1
+        items.append((rng.uniform(0, settings.inject_seconds), repo, kind, command, via))
+    return sorted(items)
+
+
+def rig_settings(settings: ChaosSettings) -> RigSettings:
+    """Enough pull requests per repository for the planned triggers (one trigger each)."""
+    repos = settings.rig.repos
+    opened = round(settings.triggers * settings.opened_share)
+    mentions = settings.triggers - opened
+    return RigSettings(**{**settings.rig.__dict__,
+                          "existing_pulls": -(-mentions // repos) + 1,
+                          "new_pulls": -(-opened // repos) + 1,
+                          "session_tokens": settings.tight_session_tokens})
+
+
+def run_chaos(root: Path, settings: ChaosSettings,
+              progress: Callable[[str], None] = lambda _: None) -> ChaosResult:
+    seed = settings.seed if settings.seed is not None else random.SystemRandom().randrange(
+        2**32)
+    rng = random.Random(seed)
+    rig = ChaosRig(root, rig_settings(settings))
+    started = time.monotonic()
+    try:
+        return _run(rig, settings, rng, seed, started, progress)
+    finally:
+        rig.close()
+
+
+def _run(rig: ChaosRig, settings: ChaosSettings, rng: random.Random, seed: int,
+         started: float, progress: Callable[[str], None]) -> ChaosResult:
+    rig.lay_out()
+    rig.start_simulator()
+    big = rig.config_for("config-big.yaml", session_tokens=settings.big_session_tokens)
+    tight = rig.settings
+    limits = [Limits(EPOCH, tight.session_tokens, tight.weekly_tokens // 7,
+                     tight.weekly_tokens)]
+    rig.start_serve()
+    wait_for(lambda: len(rig.rows("SELECT name FROM watermarks")) >= 2 * len(rig.repos),
+             20, "the poller to seed every repository")
+    progress(f"seed {seed}: serve up, repositories seeded")
+
+    schedule = plan(settings, rng, rig.repos)
+    mentioned: dict[str, int] = dict.fromkeys(rig.repos, 0)
+    triggers: list[Trigger] = []
+    by_event: dict[str, tuple[str, int | None]] = {}
+    statuses: list[int | None] = []
+    kills = 0
+    switched: datetime | None = None
+    config = rig.root / "config.yaml"
+    t0 = time.monotonic()
+    next_kill: float | None = t0 + rng.uniform(*settings.kill_gap)
+    restart_at: float | None = None
+
+    def deliver() -> None:
+        events = rig.take_events()
+        if not events:
+            return
+        answers = rig.deliver(events)
+        statuses.extend(answers)
+        for event, status in zip(events, answers, strict=True):
+            ident = event_identity(event)
+            if ident is not None:
+                by_event[ident] = (event["delivery_id"], status)
+
+    while schedule or time.monotonic() - t0 < settings.chaos_seconds:
+        now = time.monotonic()
+        while schedule and schedule[0][0] <= now - t0:
+            _, repo, kind, command, via = schedule.pop(0)
+            triggers.append(create(rig, repo, kind, command, via, mentioned))
+        if next_kill is not None and now >= next_kill and rig.alive():
+            rig.kill_serve()
+            kills += 1
+            if switched is None and now - t0 >= settings.switch_at:
+                switched = datetime.now(UTC)
+                publish_policy(big)
+                limits.append(Limits(switched, settings.big_session_tokens,
+                                     tight.weekly_tokens // 7, tight.weekly_tokens))
+                config = big
+                progress(f"kill {kills} at {now - t0:.1f} s; budget raised")
+            restart_at = now + rng.uniform(*settings.down_for)
+            next_kill = None
+        if restart_at is not None and now >= restart_at:
+            rig.start_serve(config, wait=False)
+            restart_at = None
+            if now - t0 < settings.chaos_seconds:
+                next_kill = now + rng.uniform(*settings.kill_gap)
+        deliver()
+        time.sleep(0.05)
+
+    if switched is None:  # the schedule had no kill late enough: switch now
+        rig.kill_serve()
+        kills += 1
+        switched = datetime.now(UTC)
+        publish_policy(big)
+        limits.append(Limits(switched, settings.big_session_tokens,
+                             tight.weekly_tokens // 7, tight.weekly_tokens))
+        config = big
+    if not rig.alive():
+        rig.start_serve(config, wait=False)
+    assert rig.serve is not None
+    rig.wait_ready(rig.serve)
+    progress(f"chaos over after {kills} kills; draining")
+    drain_start = time.monotonic()
+    keyed = [t.key for t in triggers]
+    deadline = drain_start + settings.drain_timeout
+    while time.monotonic() < deadline:
+        deliver()
+        if quiescent(rig, keyed):
+            break
+        time.sleep(0.2)
+    drained_in = time.monotonic() - drain_start
+    deliver()
+    final_exit = rig.kill_serve(signal.SIGTERM)
+    later = asyncio.run(publish_after_lease(rig, config))
+    triggers = [with_delivery(t, by_event) for t in triggers]
+    report = classify(
+        triggers,
+        queue=rig.rows("SELECT * FROM queue"), ledger=rig.rows("SELECT * FROM ledger"),
+        runs=rig.rows("SELECT * FROM runs"), notices=rig.rows("SELECT * FROM notices"),
+        deliveries=rig.rows("SELECT * FROM deliveries"), posts=rig.posts(),
+        engine_runs=rig.engine_runs(), limits=limits)
+    delivered = {
+        "accepted": sum(1 for s in statuses if s is not None and s < 300),
+        "refused_connection": sum(1 for s in statuses if s is None),
+        "error_status": sum(1 for s in statuses if s is not None and s >= 300)}
+    return ChaosResult(report=report, kills=kills, incarnations=len(rig.incarnations),
+                       switch_at=switched, drained_in=drained_in,
+                       total_seconds=time.monotonic() - started,
+                       published_after_lease=later, final_exit=final_exit,
+                       deliveries=delivered, seed=seed, rig=rig)
+
+
+def create(rig: ChaosRig, repo: str, kind: str, command: str, via: str,
+           mentioned: dict[str, int]) -> Trigger:
+    """Make one trigger happen on GitHub; its webhook (if any) is delivered later."""
+    emit = via == "webhook"
+    if kind == "pr_opened":
+        branch = rig.open_pull(repo, emit=emit)
+        return Trigger(ident=f"{repo}#{branch.number}", kind=kind, command="review", via=via,
+                       repo=repo, number=branch.number,
+                       key=f"pr_opened:{repo}:{branch.number}:{branch.head_sha}")
+    mentioned[repo] += 1
+    number = rig.existing[repo][mentioned[repo] - 1].number
+    comment_id = rig.comment(repo, number, f"@claude {command}", emit=emit)
+    return Trigger(ident=f"{repo}#{number}", kind=kind, command=command, via=via, repo=repo,
+                   number=number, key=f"mention:{repo}:{number}:{comment_id}")
+
+
+def event_identity(event: dict[str, Any]) -> str | None:
+    """What a delivered event was about, in the terms ``trigger_identity`` uses."""
+    payload = event["payload"]
+    repo = payload.get("repository", {}).get("full_name")
+    if event["event"] == "pull_request" and event["action"] == "opened":
+        return f"pull {repo}#{payload['pull_request']['number']}"
+    if event["event"] == "issue_comment" and event["action"] == "created":
+        return f"comment {payload['comment']['id']}"
+    return None
+
+
+def trigger_identity(trigger: Trigger) -> str:
+    if trigger.kind == "pr_opened":
+        return f"pull {trigger.repo}#{trigger.number}"
+    return f"comment {trigger.key.rsplit(':', 1)[1]}"
+
+
+def with_delivery(trigger: Trigger, by_event: dict[str, tuple[str, int | None]]) -> Trigger:
+    """The trigger with its webhook's delivery id and HTTP status (None: not delivered)."""
+    found = by_event.get(trigger_identity(trigger))
+    if found is None:
+        return trigger
+    return replace(trigger, delivery_id=found[0], delivered=found[1])
+
+
+def publish_policy(config: Path) -> None:
+    """``pr-review-agent budget --config FILE --publish-policy``, as an operator runs it."""
+    subprocess.run([sys.executable, "-m", "service", "budget", "--config", str(config),
+                    "--publish-policy"], cwd=ROOT, check=True, capture_output=True,
+                   timeout=60)
+
+
+def quiescent(rig: ChaosRig, keys: list[str]) -> bool:
+    """Nothing of ``keys`` queued or claimed, and no run waiting to be published except
+    under a publication lease taken by an earlier (killed) incarnation."""
+    assert rig.serve is not None
+    queue = {r["dedupe_key"]: r["status"] for r in rig.rows("SELECT dedupe_key, status "
+                                                             "FROM queue")}
+    if any(queue.get(key) in (None, "pending", "claimed") for key in keys):
+        return False
+    incarnation_started = datetime.now(UTC) - timedelta(
+        seconds=time.monotonic() - rig.serve.started)
+    for run in rig.rows("SELECT publish_lease_until FROM runs WHERE publish_outcome IS NULL "
+                        "AND publish_failed_at IS NULL"):
+        lease = run["publish_lease_until"]
+        if lease is None:
+            return False
+        taken = from_db_time(lease) - timedelta(minutes=15)
+        if taken >= incarnation_started:
+            return False  # the live process is publishing it
+    return True
+
+
+async def publish_after_lease(rig: ChaosRig, config_path: Path) -> int:
+    """Publish runs a killed attempt left under its publication lease, as the maintenance
+    loop of a ``serve`` started 16 minutes later would (``republish_pending``)."""
+    config = load_config(str(config_path), {})
+    store = SqliteStore(config.store.path)
+
+    def later() -> datetime:
+        return datetime.now(UTC) + timedelta(minutes=16)
+
+    total = 0
+    try:
+        async with GitHubClient.from_config(config.github, clock=lambda: datetime.now(UTC)
+                                            ) as github:
+            publisher = GitHubPublisher(
+                store=store, github=github, installations=Installations(store, github),
+                clock=later, config=lambda: config.publish, mention=config.triggers.mention,
+                bot_login=lambda: f"{SLUG}[bot]")
+            for _ in range(10):  # each call offers up to 20; a failed attempt is offered again
+                count = await republish_pending(store, publisher, later())
+                if not count:
+                    break
+                total += count
+    finally:
+        store.close()
+    return total
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+def describe(result: ChaosResult) -> str:
+    return "\n".join([
+        f"seed {result.seed}: {result.kills} SIGKILLs, {result.incarnations} incarnations, "
+        f"drained in {result.drained_in:.1f} s, {result.total_seconds:.1f} s in all; final "
+        f"SIGTERM exit {result.final_exit}; published after the lease: "
+        f"{result.published_after_lease}; webhooks {result.deliveries}",
+        result.report.summary()])

@@ -1,0 +1,414 @@
+"""The chaos rig: the real ``serve`` process, the standalone simulator, the fake engine.
+
+``ChaosRig(root, settings)`` lays out, under ``root``:
+
+- one bare git repository per simulated repository (a base commit on ``main``, one branch
+  per pull request the run will open, and the pull requests that exist from the start);
+- the simulator's state file: one App, one organisation and installation per repository
+  (the client paces writes per installation, so spreading repositories over
+  installations is what lets several reviews publish at once), two MEMBER users;
+- the engine plan for ``claude_chaos.py`` (durations, token counts, the usage log);
+- ``config.yaml`` for ``serve`` (``config_for`` writes variants, e.g. another budget).
+
+Then it starts ``python -m tests.chaos.simserver`` and ``python -m service serve --role
+all``, each a subprocess on loopback, and lets a driver act as GitHub's users (open pull
+requests, comment, deliver or withhold webhooks), kill ``serve`` with SIGKILL, restart
+it, and read back the store, the simulator's posts and the engine's usage log.
+
+Everything here is synchronous (``httpx.Client``): the driver is one loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from tests.simulator import GitRepo
+from tests.simulator.harness import app_key_pair
+from tests.simulator.webhooks import HOOKSHOT_AGENT, encode_body, sign
+
+ROOT = Path(__file__).resolve().parents[2]
+APP_ID = 4242
+SLUG = "pr-reviewer"
+WEBHOOK_SECRET = "chaos-webhook-secret"
+AUTHOR = "alice"
+COMMENTER = "bob"
+BASE_FILES = {"README.md": "# Chaos\n", "src/base.py": "BASE = 1\n"}
+CLAUDE_CHAOS = Path(__file__).with_name("claude_chaos.py")
+
+
+@dataclass(frozen=True)
+class RigSettings:
+    """What one rig is made of; every field has a small-run default."""
+
+    repos: int = 8
+    #: Pull requests that exist before ``serve`` first starts (mentions go on these).
+    existing_pulls: int = 4
+    #: Branches prepared for pull requests opened during the run, per repository.
+    new_pulls: int = 5
+    engine_seconds: tuple[float, float] = (0.2, 1.5)
+    engine_tokens: tuple[int, int] = (4_000, 16_000)
+    #: Triggers (``owner/name#N``) whose engine run hangs far past the wall clock.
+    hang: tuple[str, ...] = ()
+    workers: int = 4
+    lease_seconds: int = 10
+    wall_clock_seconds: int = 8
+    poll_interval: int = 1
+    session_tokens: int = 5_000_000
+    weekly_tokens: int = 50_000_000
+    max_run_tokens: int = 30_000
+    #: Lines of the one file each pull request adds (all equal: the pre-flight estimate
+    #: then keeps its defaults, so a random fit cannot refuse a run).
+    lines_per_pull: int = 6
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def repo_name(index: int) -> str:
+    return f"org{index}/repo{index}"
+
+
+def tag(repo: str, number: int) -> str:
+    """What the engine finds in the prompt to know whose run it is."""
+    return f"[chaos:{repo}#{number}]"
+
+
+@dataclass
+class Branch:
+    repo: str
+    number: int
+    head_sha: str
+    base_sha: str
+    head_ref: str
+
+
+@dataclass
+class Serve:
+    """One incarnation of ``serve``."""
+
+    index: int
+    process: subprocess.Popen[bytes]
+    log: Path
+    started: float
+    ready: float | None = None
+
+
+@dataclass
+class ChaosRig:
+    root: Path
+    settings: RigSettings = field(default_factory=RigSettings)
+    sim_url: str = ""
+    port: int = 0
+    sim: subprocess.Popen[bytes] | None = None
+    serve: Serve | None = None
+    incarnations: list[Serve] = field(default_factory=list)
+    existing: dict[str, list[Branch]] = field(default_factory=dict)
+    unopened: dict[str, list[Branch]] = field(default_factory=dict)
+    installations: dict[str, int] = field(default_factory=dict)
+    user_ids: dict[str, int] = field(default_factory=dict)
+
+    # -- layout -------------------------------------------------------------------------
+
+    @property
+    def repos(self) -> list[str]:
+        return [repo_name(i) for i in range(1, self.settings.repos + 1)]
+
+    @property
+    def store_path(self) -> Path:
+        return self.root / "state.db"
+
+    @property
+    def usage_log(self) -> Path:
+        return self.root / "engine-usage.jsonl"
+
+    @property
+    def webhook_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/webhook"
+
+    @property
+    def serve_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def lay_out(self) -> None:
+        """Keys, git repositories, the simulator's state, the engine plan, the config."""
+        s = self.settings
+        self.root.mkdir(parents=True, exist_ok=True)
+        private_pem, public_pem = app_key_pair()
+        (self.root / "app.pem").write_text(private_pem)
+        (self.root / "app.pub.pem").write_bytes(public_pem)
+        (self.root / "webhook").write_text(WEBHOOK_SECRET)
+        (self.root / "engine-scratch").mkdir(exist_ok=True)
+        self.usage_log.touch()
+        pulls: list[dict[str, Any]] = []
+        for index, repo in enumerate(self.repos, start=1):
+            git = GitRepo.create(self.root / "git" / f"repo{index}.git")
+            base = git.commit(BASE_FILES, branch="main", message="base")
+            branches = []
+            for number in range(1, s.existing_pulls + s.new_pulls + 1):
+                body = "".join(f"VALUE_{number}_{i} = {i}\n" for i in range(s.lines_per_pull))
+                head = git.commit({f"src/mod_{number}.py": body}, parent=base,
+                                  branch=f"feature-{number}", message=f"change {number}")
+                branches.append(Branch(repo, number, head, base, f"feature-{number}"))
+            self.existing[repo] = branches[:s.existing_pulls]
+            self.unopened[repo] = branches[s.existing_pulls:]
+            self.installations[repo] = 100 + index
+            pulls += [{"repo": repo, "number": b.number, "title": f"Change {tag(repo, b.number)}",
+                       "user": AUTHOR, "head": {"sha": b.head_sha, "ref": b.head_ref},
+                       "base": {"sha": b.base_sha, "ref": "main"}}
+                      for b in self.existing[repo]]
+        self.user_ids = {AUTHOR: 11, COMMENTER: 12}
+        state = {
+            "app": {"id": APP_ID, "slug": SLUG, "public_key_file": "app.pub.pem",
+                    "webhook_secret": WEBHOOK_SECRET, "owner": "org1"},
+            "users": [{"login": login, "id": uid, "association": "MEMBER"}
+                      for login, uid in self.user_ids.items()],
+            "repositories": [{"full_name": repo, "git_dir": f"git/repo{i}.git"}
+                             for i, repo in enumerate(self.repos, start=1)],
+            "installations": [{"id": self.installations[repo], "account": repo.split("/")[0],
+                               "repositories": [repo]} for repo in self.repos],
+            "pull_requests": pulls,
+        }
+        (self.root / "sim-state.json").write_text(json.dumps(state, indent=1))
+        self.write_plan()
+        self.port = free_port()
+        self.config_for()
+
+    def write_plan(self, **changes: Any) -> None:
+        s = replace(self.settings, **changes) if changes else self.settings
+        self.settings = s
+        (self.root / "engine-plan.json").write_text(json.dumps({
+            "usage_log": str(self.usage_log), "scratch": str(self.root / "engine-scratch"),
+            "min_seconds": s.engine_seconds[0], "max_seconds": s.engine_seconds[1],
+            "min_tokens": s.engine_tokens[0], "max_tokens": s.engine_tokens[1],
+            "hang": list(s.hang)}))
+
+    def config_for(self, name: str = "config.yaml", **budget: int) -> Path:
+        """A ``serve`` config; ``budget`` overrides the budget's numbers."""
+        s = self.settings
+        document = {
+            "github": {"app_id": APP_ID, "private_key_file": "app.pem",
+                       "webhook_secret_file": "webhook", "api_url": self.sim_url or
+                       "http://127.0.0.1:9"},
+            "server": {"host": "127.0.0.1", "port": self.port},
+            "store": {"path": "state.db"},
+            "poller": {"interval_seconds": s.poll_interval},
+            "triggers": {},
+            "workers": {"count": s.workers, "lease_seconds": s.lease_seconds},
+            "engine": {"command": f"{sys.executable} {CLAUDE_CHAOS} --plan "
+                                  f"{self.root / 'engine-plan.json'}",
+                       "wall_clock_seconds": s.wall_clock_seconds, "max_turns": 5,
+                       "kill_grace_seconds": 1, "credential_env": []},
+            "retention": {"purge_after_close": False},
+            "budget": {"session_tokens": s.session_tokens, "weekly_tokens": s.weekly_tokens,
+                       "max_run_tokens": s.max_run_tokens, "reviewer_share_pct": 100,
+                       **budget},
+        }
+        path = self.root / name
+        path.write_text(yaml.safe_dump(document, sort_keys=False))
+        return path
+
+    # -- processes -----------------------------------------------------------------------
+
+    def start_simulator(self) -> None:
+        self.sim = subprocess.Popen(
+            [sys.executable, "-m", "tests.chaos.simserver", "--state",
+             str(self.root / "sim-state.json")],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=(self.root / "sim.log").open("ab"))
+        assert self.sim.stdout is not None
+        line = self.sim.stdout.readline().decode().strip()
+        if not line.startswith("http://"):
+            raise RuntimeError(f"the simulator did not start: {line!r}, "
+                               f"{(self.root / 'sim.log').read_text()}")
+        self.sim_url = line
+        self.config_for()  # now with the simulator's address
+
+    def start_serve(self, config: Path | None = None, *, wait: bool = True) -> Serve:
+        """Start ``serve --role all``; with ``wait``, return once ``/healthz`` answers."""
+        if self.serve is not None and self.serve.process.poll() is None:
+            raise RuntimeError("serve is already running")
+        index = len(self.incarnations) + 1
+        log = self.root / f"serve-{index}.log"
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        with log.open("ab") as err:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "service", "serve", "--config",
+                 str(config or self.root / "config.yaml"), "--role", "all"],
+                cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                env=env)
+        serve = Serve(index=index, process=process, log=log, started=time.monotonic())
+        self.serve = serve
+        self.incarnations.append(serve)
+        if wait:
+            self.wait_ready(serve)
+        return serve
+
+    def wait_ready(self, serve: Serve, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if serve.process.poll() is not None:
+                raise RuntimeError(f"serve exited {serve.process.returncode}:\n"
+                                   f"{serve.log.read_text()[-4000:]}")
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{self.serve_url}/healthz", timeout=1).status_code in (200, 503):
+                    serve.ready = time.monotonic()
+                    return
+            time.sleep(0.02)
+        raise RuntimeError(f"serve did not answer /healthz in {timeout} s")
+
+    def kill_serve(self, sig: int = signal.SIGKILL) -> int | None:
+        """Signal the running ``serve`` and wait for it; its exit code."""
+        serve = self.serve
+        if serve is None or serve.process.poll() is not None:
+            return None if serve is None else serve.process.returncode
+        serve.process.send_signal(sig)
+        try:
+            return serve.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            serve.process.kill()
+            return serve.process.wait()
+
+    def alive(self) -> bool:
+        return self.serve is not None and self.serve.process.poll() is None
+
+    def close(self) -> None:
+        """Stop everything this rig started, including engine runs orphaned by a kill."""
+        self.kill_serve()
+        if self.sim is not None and self.sim.poll() is None:
+            self.sim.terminate()
+            try:
+                self.sim.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.sim.kill()
+                self.sim.wait()
+        if self.sim is not None and self.sim.stdout is not None:
+            self.sim.stdout.close()
+        for pid in self.engine_pids():
+            # Each engine run leads its own process group (the engine starts it in a new
+            # session); a run whose serve was killed may still be sleeping.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if _is_ours(pid, self.root):
+                    os.killpg(pid, signal.SIGKILL)
+
+    # -- GitHub's users --------------------------------------------------------------------
+
+    def chaos(self, method: str, route: str, body: dict[str, Any] | None = None) -> Any:
+        response = httpx.request(method, f"{self.sim_url}/_chaos/{route}", json=body,
+                                 timeout=30)
+        if response.status_code != 200:
+            raise RuntimeError(f"{method} /_chaos/{route}: {response.status_code} "
+                               f"{response.text}")
+        return response.json()
+
+    def open_pull(self, repo: str, *, emit: bool) -> Branch:
+        branch = self.unopened[repo].pop(0)
+        self.chaos("POST", "pulls", {
+            "repo": repo, "number": branch.number, "title": f"Change {tag(repo, branch.number)}",
+            "user": AUTHOR, "head_sha": branch.head_sha, "base_sha": branch.base_sha,
+            "head_ref": branch.head_ref, "emit": emit})
+        return branch
+
+    def comment(self, repo: str, number: int, body: str, *, emit: bool) -> int:
+        comment_id: int = self.chaos("POST", "comments", {
+            "repo": repo, "number": number, "user": COMMENTER, "body": body,
+            "emit": emit})["id"]
+        return comment_id
+
+    def take_events(self) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = self.chaos("POST", "events/take")
+        return events
+
+    def deliver(self, events: list[dict[str, Any]]) -> list[int | None]:
+        """POST each event to ``serve`` as GitHub would; None where it could not connect
+        (GitHub does not retry a failed delivery by itself: the poller must find it)."""
+        statuses: list[int | None] = []
+        with httpx.Client(timeout=10) as client:
+            for event in events:
+                body, headers = signed_delivery(event["event"], event["payload"],
+                                                event["delivery_id"])
+                try:
+                    statuses.append(client.post(self.webhook_url, content=body,
+                                                headers=headers).status_code)
+                except httpx.TransportError:
+                    statuses.append(None)
+        return statuses
+
+    def posts(self) -> dict[str, Any]:
+        posts: dict[str, Any] = self.chaos("GET", "posts")
+        return posts
+
+    def requests(self) -> list[dict[str, Any]]:
+        response = httpx.get(f"{self.sim_url}/_simulator/requests", timeout=30)
+        records: list[dict[str, Any]] = response.json()
+        return records
+
+    def fault(self, **fault: Any) -> None:
+        httpx.post(f"{self.sim_url}/_simulator/faults", json=fault, timeout=10
+                   ).raise_for_status()
+
+    # -- reading back -----------------------------------------------------------------------
+
+    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        """Rows of a query on the store, read-only (safe while ``serve`` runs)."""
+        with contextlib.closing(sqlite3.connect(
+                f"file:{self.store_path}?mode=ro", uri=True, timeout=30)) as db:
+            db.row_factory = sqlite3.Row
+            return [dict(row) for row in db.execute(sql, params)]
+
+    def engine_runs(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.usage_log.read_text().splitlines()
+                if line.strip()]
+
+    def engine_pids(self) -> list[int]:
+        return [int(run["pid"]) for run in self.engine_runs()]
+
+    def serve_log_lines(self) -> Iterator[dict[str, Any]]:
+        """Every JSON log line of every incarnation (a torn last line after a kill is
+        skipped)."""
+        for serve in self.incarnations:
+            for line in serve.log.read_text(errors="replace").splitlines():
+                with contextlib.suppress(ValueError):
+                    record = json.loads(line)
+                    if isinstance(record, dict):
+                        record["_incarnation"] = serve.index
+                        yield record
+
+
+def signed_delivery(event: str, payload: dict[str, Any], delivery_id: str
+                    ) -> tuple[bytes, dict[str, str]]:
+    """The body and headers GitHub sends for one delivery, signed with the rig's secret."""
+    body, mime = encode_body(payload, "json")
+    sha256, sha1 = sign(WEBHOOK_SECRET, body)
+    return body, {
+        "Content-Type": mime, "User-Agent": HOOKSHOT_AGENT, "X-GitHub-Event": event,
+        "X-GitHub-Delivery": delivery_id, "X-GitHub-Hook-ID": "479163224",
+        "X-GitHub-Hook-Installation-Target-ID": str(APP_ID),
+        "X-GitHub-Hook-Installation-Target-Type": "integration",
+        "X-Hub-Signature-256": sha256, "X-Hub-Signature": sha1}
+
+
+def _is_ours(pid: int, root: Path) -> bool:
+    """True when ``pid`` is still a fake engine run of this rig (not a recycled pid)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
+    return "fake_claude" in cmdline and str(root) in cmdline

@@ -1,0 +1,148 @@
+"""The standalone GitHub simulator plus an activity API, for out-of-process tests.
+
+``python -m tests.chaos.simserver --state state.json`` serves exactly what
+``python -m tests.simulator`` serves (the same ``SimulatorApp`` on the same ``World``,
+bound to 127.0.0.1, its base URL printed as the first line of stdout), and in addition
+``/_chaos/`` routes that do to the world what an in-process test does with its
+``World`` object — what people do on GitHub — and read back what the App posted:
+
+    POST /_chaos/pulls          {"repo", "title", "user", "head_sha", "base_sha",
+                                 "head_ref"?, "base_ref"?, "body"?, "emit"?}  -> {"number"}
+    POST /_chaos/comments       {"repo", "number", "user", "body", "emit"?}   -> {"id"}
+    POST /_chaos/events/take    the webhooks emitted so far, removed from the world
+    GET  /_chaos/posts          every review, conversation comment, pull request body and
+                                reaction, with authors and (host-monotonic) times
+
+``emit`` false means GitHub sends no webhook for it: only the poller can find it. The
+standalone simulator's own control API has no way to create pull requests or comments,
+which is why this lives here rather than in ``tests/simulator``. The world is
+single-threaded: these handlers run on uvicorn's event loop like every other request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from tests.simulator import SimulatorApp, World, load_world
+from tests.simulator.clock import iso
+
+PREFIX = "/_chaos/"
+
+
+class ChaosApp:
+    """``SimulatorApp`` with the ``/_chaos/`` activity routes in front of it."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.simulator = SimulatorApp(world)
+        #: host-monotonic instant each reaction/review/comment was first seen by ``posts``;
+        #: the request record has the exact instant, this is only a fallback.
+        self.created: dict[str, float] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith(PREFIX):
+            await self.simulator(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        body = await request.body()
+        try:
+            data = json.loads(body) if body.strip() else {}
+            reply = self.handle(request.method, scope["path"][len(PREFIX):].rstrip("/"), data)
+            response = _json(reply, 200)
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            response = _json({"message": f"bad chaos request: {type(exc).__name__}: {exc}"},
+                             400)
+        await response(scope, receive, send)
+
+    def handle(self, method: str, route: str, data: dict[str, Any]) -> Any:
+        world = self.world
+        if (method, route) == ("POST", "pulls"):
+            pr = world.add_pull(
+                data["repo"], title=data["title"], user=data["user"],
+                head_sha=data["head_sha"], base_sha=data["base_sha"], diff=None,
+                head_ref=data.get("head_ref", "feature"), base_ref=data.get("base_ref", "main"),
+                body=data.get("body", ""), emit=bool(data.get("emit", True)))
+            return {"number": pr.number, "created_at": iso(pr.issue.created_at)}
+        if (method, route) == ("POST", "comments"):
+            comment = world.add_issue_comment(data["repo"], int(data["number"]),
+                                              user=data["user"], body=data["body"],
+                                              emit=bool(data.get("emit", True)))
+            return {"id": comment.id, "created_at": iso(comment.created_at)}
+        if (method, route) == ("POST", "events/take"):
+            taken, world.events[:] = list(world.events), []
+            return [{"event": e.event, "action": e.action, "delivery_id": e.delivery_id,
+                     "payload": e.payload} for e in taken]
+        if (method, route) == ("GET", "posts"):
+            return self.posts()
+        raise KeyError(f"no route {method} {PREFIX}{route}")
+
+    def posts(self) -> dict[str, Any]:
+        world = self.world
+        repos = {repo.id: repo.full_name for repo in world.repos.values()}
+        reactions = []
+        for issue in world.issues.values():
+            reactions += [{"on": "issue", "repo": repos[issue.repo_id], "number": issue.number,
+                           "user": r.user.login, "content": r.content,
+                           "created_at": iso(r.created_at)} for r in issue.reactions]
+        for comment in world.issue_comments.values():
+            reactions += [{"on": "issue_comment", "repo": repos[comment.repo_id],
+                           "number": comment.issue_number, "comment_id": comment.id,
+                           "user": r.user.login, "content": r.content,
+                           "created_at": iso(r.created_at)} for r in comment.reactions]
+        return {
+            "now": iso(world.now()), "monotonic": time.monotonic(),
+            "reviews": [{"id": r.id, "repo": repos[r.repo_id], "number": r.pull_number,
+                         "user": r.user.login, "user_type": r.user.type, "state": r.state,
+                         "body": r.body, "commit_id": r.commit_id}
+                        for r in world.reviews.values()],
+            "issue_comments": [{"id": c.id, "repo": repos[c.repo_id], "number": c.issue_number,
+                                "user": c.user.login, "user_type": c.user.type,
+                                "body": c.body, "created_at": iso(c.created_at)}
+                               for c in world.issue_comments.values()],
+            "pull_bodies": [{"repo": repos[pr.issue.repo_id], "number": pr.number,
+                             "body": pr.issue.body} for pr in world.pulls.values()],
+            "reactions": reactions,
+        }
+
+
+def _json(body: Any, status: int) -> Response:
+    return Response(json.dumps(body), status_code=status, media_type="application/json")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.chaos.simserver",
+                                     description="The simulator with an activity API.")
+    parser.add_argument("--state", type=Path, required=True, help="JSON state file")
+    parser.add_argument("--port", type=int, default=0, help="TCP port (0: pick a free one)")
+    args = parser.parse_args(argv)
+    world = load_world(args.state)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", args.port))
+    base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    world.api_url = base_url
+    print(base_url, flush=True)
+    config = uvicorn.Config(ChaosApp(world), http="h11", lifespan="off", log_level="warning",
+                            access_log=False, date_header=False, server_header=False)
+    stopped: list[int] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda number, _frame: stopped.append(number))
+    uvicorn.Server(config).run(sockets=[sock])
+    sock.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

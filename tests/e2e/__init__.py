@@ -1,0 +1,1 @@
+"""End-to-end tests: the real ``serve`` process against the standalone GitHub simulator."""
