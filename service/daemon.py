@@ -15,8 +15,9 @@ all       all of the above
 
 A component is a coroutine ``runner(services, stop)`` that runs until ``stop`` is set and
 then winds down; ``RUNNERS`` maps component names to runners, and a role is available when
-every component it names has one. SIGTERM and SIGINT set ``stop`` (a second one forces the
-web server to drop open connections); a clean stop exits 0.
+every component it names has one. SIGTERM and SIGINT set ``stop`` (a second one sets ``force``:
+the web server drops open connections and the workers cancel running jobs); a clean stop
+exits 0.
 
 The App's slug is fetched in the background as the components start (``GET /app`` with the
 App JWT), so the trigger rules learn the App's ``{slug}[bot]`` login. Until then, and for as
@@ -179,7 +180,8 @@ class Services:
     github: GitHubClient
     clock: Clock
     sockets: list[socket.socket] = field(default_factory=list)
-    #: Set by a second SIGTERM/SIGINT: stop now, without waiting for open connections.
+    #: Set by a second SIGTERM/SIGINT: stop now, without waiting for open connections
+    #: or for running jobs (the workers cancel them, which hands their rows back).
     force: asyncio.Event = field(default_factory=asyncio.Event)
     #: Called (on the event loop) after an installation webhook changed ``repositories``;
     #: a poller in this process adds its ``request_refresh`` here.

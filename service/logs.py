@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import re
 import sys
 import time
 from datetime import datetime
@@ -38,9 +39,15 @@ _STANDARD: Final = frozenset(
 )
 
 
+# Token *counts* are budget figures, not credentials: "tokens", "used_tokens", ...
+_COUNTS: Final = re.compile(r"(.*_)?tokens|tokens_.*|.*_tokens_.*")
+
+
 @functools.cache
 def _sensitive(name: str) -> bool:
     lowered = name.lower()
+    if _COUNTS.fullmatch(lowered):
+        return False
     return any(word in lowered for word in _SENSITIVE)
 
 

@@ -289,6 +289,11 @@ def review(config: Config, repo: str, pr_number: int, *, dry_run: bool, out: Tex
     except (GitHubError, httpx.HTTPError) as exc:
         print(f"review: GitHub could not be asked: {exc or type(exc).__name__}", file=err)
         return 1
+    except KeyboardInterrupt:
+        # The job runner settles a cancelled attempt and hands its row back first.
+        print("review: interrupted; a review already claimed was handed back to the queue",
+              file=err)
+        return 130
     for line in report.lines:
         print(line, file=out if report.ok else err)
     return 0 if report.ok else 1

@@ -69,6 +69,7 @@ def test_systemd_unit_is_hardened_and_reloads_with_sighup() -> None:
     service = unit()["Service"]
     assert service["ExecReload"] == "/bin/kill -HUP $MAINPID"
     assert service["Restart"] == "on-failure"
+    assert service["KillMode"] == "mixed"  # the engine is not killed under a running review
     assert service["User"] == "pr-review-agent"
     assert service["ProtectSystem"] == "strict"
     assert service["NoNewPrivileges"] == "yes"

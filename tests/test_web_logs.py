@@ -60,6 +60,14 @@ def test_secrets_are_masked_by_type_and_by_field_name() -> None:
     assert fields["thing"] == str(object)
 
 
+def test_token_counts_are_budget_figures_and_are_not_masked() -> None:
+    fields = extra_fields(record(tokens=1234, used_tokens=10, max_run_tokens=60_000,
+                                 access_token="ghs_secret", installation_token="ghs_2"))
+    assert (fields["tokens"], fields["used_tokens"], fields["max_run_tokens"]) == (
+        1234, 10, 60_000)
+    assert fields["access_token"] == fields["installation_token"] == "***"
+
+
 def test_an_exception_is_part_of_the_same_json_line() -> None:
     try:
         raise ValueError("broken")

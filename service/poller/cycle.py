@@ -13,7 +13,12 @@ For each stream the order is fixed, and it is the whole crash story:
 5. the stream is marked finished.
 
 A crash before 3 commits loses nothing (the mark has not moved); a crash between 3 and 4
-re-reads the same items next time and every insert is a duplicate. A process restart
+re-reads the same items next time and every insert is a duplicate. A crash after 4 forgets
+the in-memory ``Boundary`` (what was seen at the mark's own second); the next process
+replays the items at a mark a regular poll set, which is a duplicate insert for each one
+already applied and finds one that arrived in that second after the poll. Only a cold
+start's mark (recorded as such, ``seed_key``) keeps its items considered: they predate the
+install and were never decided. A process restart
 mints a new installation token, and ETags are stored per token, so a restarted poller
 never receives a 304 for a listing it had not finished.
 
@@ -78,6 +83,13 @@ SELECT (SELECT MAX(enqueued_at) FROM queue
          WHERE repo = :repo AND pr_number = :pr AND kind = 'pr_opened'),
        (SELECT closed_at FROM closed_pull_requests WHERE repo = :repo AND pr_number = :pr)
 """
+
+
+
+def seed_key(stream: str, repo: str) -> str:
+    """The watermark row recording where a cold start put ``stream``'s mark on ``repo``
+    (``seed_comments:o/r``): while the mark is still there, its items predate the install."""
+    return watermark_key(f"seed_{stream}", repo)
 
 
 @dataclass
@@ -151,6 +163,36 @@ class RepositoryPoller:
     async def _advance(self, key: str, at: datetime) -> datetime:
         return await self._in_thread(self._store.advance_watermark, key, at)
 
+    async def _boundary(self, key: str, seed: str, mark: datetime) -> Boundary | None:
+        """What this process knows was considered at ``mark``'s own second.
+
+        Nothing, after a restart. If a regular poll set the mark, every item at it was
+        decided and applied before the mark moved there, and applying a decision again is
+        an idempotent insert on its dedupe key: an empty boundary replays them at no cost
+        and finds any that arrived in that second after the poll. A cold start's mark
+        (``seed`` still records it) stays unknown: its items were never decided and
+        predate the install, so they keep counting as considered.
+        """
+        boundary = self._boundaries.get(key)
+        if boundary is not None:
+            return boundary
+        inherited = await self._watermark(seed)
+        if inherited is None or inherited >= mark:
+            # A cold start's mark, or one this agent inherited (adopted from the daemon
+            # before it, or written by a version that did not record seeds).
+            return None
+        return Boundary(mark)
+
+    async def _move_mark(self, key: str, seed: str, mark: datetime, new_mark: datetime
+                         ) -> datetime:
+        """Advance the mark; the first time a store without a seed row moves past the mark
+        it inherited, that mark is recorded as the seed (``_boundary``)."""
+        if new_mark <= mark:
+            return mark
+        if await self._watermark(seed) is None:
+            await self._advance(seed, mark)
+        return await self._advance(key, new_mark)
+
     def _apply(
         self, now: datetime, decide: Callable[[sqlite3.Connection], list[Decision]],
     ) -> Applied:
@@ -195,7 +237,7 @@ class RepositoryPoller:
             await self._seed_pulls(repo, key, page, report)
             return
         sightings = await self._collect_pulls(repo, installation_id, page, mark, report.tally)
-        boundary = self._boundaries.get(key)
+        boundary = await self._boundary(key, seed_key(PULL_REQUESTS, repo), mark)
         if sightings:
             applied = await self._in_thread(
                 self._apply, now,
@@ -208,7 +250,7 @@ class RepositoryPoller:
         new_mark = max([mark, *(pr.updated_at for pr, _ in sightings)])
         at_mark = [pr.number for pr, _ in sightings if pr.updated_at == new_mark]
         self._boundaries[key] = next_boundary(boundary, mark, new_mark, at_mark)
-        stored = await self._advance(key, new_mark) if new_mark > mark else mark
+        stored = await self._move_mark(key, seed_key(PULL_REQUESTS, repo), mark, new_mark)
         self._finish(key, report, PULL_REQUESTS, stored)
 
     def _parse_pull(self, repo: str, obj: object) -> PullState | None:
@@ -253,6 +295,7 @@ class RepositoryPoller:
         self._set_seed_boundary(key, newest, [(pr.number, pr.updated_at) for pr in states],
                                 complete=_complete_at(page, [pr.updated_at for pr in states],
                                                       newest))
+        await self._advance(seed_key(PULL_REQUESTS, repo), newest)  # before the mark itself
         stored = await self._advance(key, newest)
         report.seeded.append(PULL_REQUESTS)
         log.info("seeded a watermark at the newest item; nothing enqueued",
@@ -321,7 +364,7 @@ class RepositoryPoller:
                     break
                 page = await fetch_page(self._client, installation_id, page.next_url, None,
                                         conditional=False, tally=report.tally)
-        boundary = self._boundaries.get(key)
+        boundary = await self._boundary(key, seed_key(COMMENTS, repo), mark)
         sightings = [(c, comment_sighting(c.key, c.created_at, c.updated_at, mark, boundary))
                      for c in comments]
         actionable = [(c, s) for c, s in sightings if s is not CommentSighting.SKIP]
@@ -337,7 +380,7 @@ class RepositoryPoller:
         if new_mark > mark or complete or (boundary is not None and boundary.at == mark):
             at_mark = [c.key for c in comments if c.updated_at == new_mark]
             self._boundaries[key] = next_boundary(boundary, mark, new_mark, at_mark)
-        stored = await self._advance(key, new_mark) if new_mark > mark else mark
+        stored = await self._move_mark(key, seed_key(COMMENTS, repo), mark, new_mark)
         self._finish(key, report, COMMENTS, stored)
 
     def _parse_comments(
@@ -370,6 +413,7 @@ class RepositoryPoller:
                        for page, parsed in pages)
         self._set_seed_boundary(key, newest, [(c.key, c.updated_at) for c in comments],
                                 complete=complete)
+        await self._advance(seed_key(COMMENTS, repo), newest)  # before the mark itself
         stored = await self._advance(key, newest)
         report.seeded.append(COMMENTS)
         log.info("seeded a watermark at the newest item; nothing enqueued",

@@ -16,8 +16,9 @@ Two streams per repository, each with its own watermark (``watermark_key(stream,
 GitHub's timestamps have one-second resolution, so several objects can share the
 watermark's instant, and one of them may appear after the poll that set it. The
 ``Boundary`` (what this process saw at exactly that instant) tells a new object at the
-watermark from one already considered; without it (after a restart) everything at the
-instant counts as considered, which can miss an event but never pays for one twice.
+watermark from one already considered. After a restart ``cycle.py`` replays the items at
+a mark a regular poll set (an empty but known boundary: every decision is an idempotent
+insert) and keeps a cold start's mark unknown, so everything at it counts as considered.
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ def main() -> None:
     found = TAG.search(text)
     trigger = found.group(1) if found else None
     describe = "the list of changes" in text
-    rng = random.Random()  # noqa: S311 - durations, not secrets
+    rng = random.Random()
     hang = trigger is not None and trigger in plan.get("hang", [])
     seconds = 3600.0 if hang else rng.uniform(plan["min_seconds"], plan["max_seconds"])
     tokens = rng.randint(plan["min_tokens"], plan["max_tokens"])

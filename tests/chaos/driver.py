@@ -41,7 +41,7 @@ from service.github import GitHubClient
 from service.publisher import GitHubPublisher, republish_pending
 from service.store import SqliteStore, from_db_time
 from service.worker.pulls import Installations
-from tests.chaos.accounting import Limits, Report, Trigger, classify
+from tests.chaos.accounting import Limits, Report, Trigger, charge, classify
 from tests.chaos.rig import ROOT, SLUG, ChaosRig, RigSettings
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -82,6 +82,12 @@ class ChaosResult:
     deliveries: dict[str, int]
     seed: int
     rig: ChaosRig
+    #: Budget refusals logged, notices posted, and the session charge reached before the
+    #: budget was raised against the tight limit (the windows did bind).
+    refusals: int = 0
+    notices: int = 0
+    peak_before_switch: int = 0
+    tight_limit: int = 0
 
 
 def plan(settings: ChaosSettings, rng: random.Random, repos: list[str]
@@ -224,11 +230,20 @@ def _run(rig: ChaosRig, settings: ChaosSettings, rng: random.Random, seed: int,
         "accepted": sum(1 for s in statuses if s is not None and s < 300),
         "refused_connection": sum(1 for s in statuses if s is None),
         "error_status": sum(1 for s in statuses if s is not None and s >= 300)}
+    before = [r for r in rig.rows("SELECT * FROM ledger") if from_db_time(r["reserved_at"])
+              < switched]
     return ChaosResult(report=report, kills=kills, incarnations=len(rig.incarnations),
                        switch_at=switched, drained_in=drained_in,
                        total_seconds=time.monotonic() - started,
                        published_after_lease=later, final_exit=final_exit,
-                       deliveries=delivered, seed=seed, rig=rig)
+                       deliveries=delivered, seed=seed, rig=rig,
+                       refusals=sum(1 for line in rig.serve_log_lines()
+                                    if str(line.get("message", "")).startswith(
+                                        "budget refused a claim")),
+                       notices=len(rig.rows("SELECT * FROM notices WHERE comment_id IS NOT "
+                                            "NULL")),
+                       peak_before_switch=sum(charge(r) for r in before),
+                       tight_limit=tight.session_tokens)
 
 
 def create(rig: ChaosRig, repo: str, kind: str, command: str, via: str,
@@ -342,4 +357,7 @@ def describe(result: ChaosResult) -> str:
         f"drained in {result.drained_in:.1f} s, {result.total_seconds:.1f} s in all; final "
         f"SIGTERM exit {result.final_exit}; published after the lease: "
         f"{result.published_after_lease}; webhooks {result.deliveries}",
+        f"budget: {result.refusals} refusals logged, {result.notices} notices posted; "
+        f"charged {result.peak_before_switch} of the tight session limit "
+        f"{result.tight_limit} before it was raised",
         result.report.summary()])

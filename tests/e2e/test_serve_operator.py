@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -27,6 +28,8 @@ from tests.e2e.harness import (
     ROOT,
     RUN_TOKENS,
     WEBHOOK_SECRET,
+    review_steps,
+    started_calls,
     wait_for,
 )
 
@@ -182,3 +185,28 @@ def test_replay_sends_github_s_headers_and_the_exact_bytes(tmp_path: Path,
     assert "is not JSON" in err.getvalue()
     assert replay(config, "pull request", payload, url=None, out=out, err=err) == 2
 
+
+
+def test_review_interrupted_hands_the_claimed_row_back(e2e: E2E) -> None:
+    config = str(e2e.configure(review_steps(sleep=60)))
+    assert e2e.scenario is not None
+    scenario = e2e.scenario
+    with (e2e.tmp / "review.out").open("w") as out, (e2e.tmp / "review.err").open("w") as err:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "service", "review", "--config", config, "--repo", REPO,
+             "--pr", str(PR)], cwd=ROOT, stdout=out, stderr=err)
+        try:
+            [call] = wait_for("the engine to start", lambda: started_calls(scenario),
+                              timeout=20)
+            process.send_signal(signal.SIGINT)  # Ctrl-C
+            assert process.wait(timeout=20) == 130
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert "interrupted; a review already claimed was handed back" in (
+        e2e.tmp / "review.err").read_text()
+    assert e2e.db("SELECT stop_reason, used_tokens FROM ledger") == [("infrastructure", 50_000)]
+    assert e2e.db("SELECT status, attempts FROM queue") == [("pending", 1)]
+    with pytest.raises(ProcessLookupError):
+        os.killpg(call["pgid"], 0)  # the engine's process group is gone
