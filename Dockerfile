@@ -1,51 +1,71 @@
 # pr-review-agent: one process serving webhooks, polling, reviewing and publishing.
 #
-#   docker build -t pr-review-agent .                                   # no engine CLI
-#   docker build --build-arg CLAUDE_CODE_VERSION=2.1.197 -t pr-review-agent .
+#   docker build -t pr-review-agent .                                            # no engine CLI
+#   docker build --build-arg CLAUDE_CODE_VERSION=2.1.197 -t pr-review-agent .    # with Claude Code
 #
-# The base image is pinned by version; Python dependencies are pinned by hash
-# (requirements.lock, compiled from pyproject.toml with pip-compile --generate-hashes).
+# Reproducible: the base image is pinned by version, the Python dependencies by hash
+# (requirements.lock, compiled from pyproject.toml with pip-compile --generate-hashes), the
+# Claude Code CLI by version (npm checks each package against the registry's integrity
+# hash). What the image holds and weighs: docs/ONBOARDING.md, "What the image contains".
 ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
-FROM ${PYTHON_IMAGE}
 
-# Empty: no Claude Code CLI (use engine.kind anthropic or openai_compatible). Set it to a
-# version of @anthropic-ai/claude-code to install that CLI for engine.kind claude_code.
+# Empty: no Claude Code CLI (for engine.kind anthropic or openai_compatible). A version of
+# @anthropic-ai/claude-code installs that CLI, for the default engine.kind claude_code.
 ARG CLAUDE_CODE_VERSION=""
+
+# The CLI is fetched with npm, but what npm installs is a self-contained native binary:
+# only that binary is copied into the image, and Node.js stays in this stage.
+FROM ${PYTHON_IMAGE} AS claude-code
+ARG CLAUDE_CODE_VERSION
+RUN mkdir /out \
+ && if [ -n "$CLAUDE_CODE_VERSION" ]; then \
+        apt-get update \
+     && apt-get install -y --no-install-recommends nodejs npm ca-certificates \
+     && npm install --global "@anthropic-ai/claude-code@${CLAUDE_CODE_VERSION}" \
+     && cp "$(npm root --global)/@anthropic-ai/claude-code/bin/claude.exe" /out/claude \
+     && /out/claude --version | grep -F "$CLAUDE_CODE_VERSION"; \
+    fi
+
+FROM ${PYTHON_IMAGE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONPATH=/opt/pr-review-agent
 
-# git: checkouts of the pull requests under review. Node.js only when the CLI is wanted.
+# git: the checkouts of the pull requests under review.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends git ca-certificates \
- && if [ -n "$CLAUDE_CODE_VERSION" ]; then \
-        apt-get install -y --no-install-recommends nodejs npm \
-     && npm install -g "@anthropic-ai/claude-code@${CLAUDE_CODE_VERSION}" \
-     && npm cache clean --force; \
-    fi \
  && rm -rf /var/lib/apt/lists/*
 
-# A dedicated, unprivileged user; the store and the checkout cache live on the volume.
+# A dedicated, unprivileged user whose home is the volume: the config, the App's secrets
+# (written 0600 by registration), the store and the checkout cache all live there.
 RUN groupadd --system --gid 10001 agent \
  && useradd --system --uid 10001 --gid agent --home-dir /var/lib/pr-review-agent \
-        --create-home --shell /usr/sbin/nologin agent
+        --create-home --shell /usr/sbin/nologin agent \
+ && chmod 0700 /var/lib/pr-review-agent
 
 WORKDIR /opt/pr-review-agent
-COPY requirements.lock pyproject.toml README.md ./
+COPY requirements.lock ./
 RUN pip install --require-hashes --no-deps -r requirements.lock
+# The package runs from source (PYTHONPATH): no build step, so nothing unpinned is fetched.
 COPY service ./service
-RUN pip install --no-deps .
+RUN printf '#!/bin/sh\nexec python -m service "$@"\n' > /usr/local/bin/pr-review-agent \
+ && chmod 0755 /usr/local/bin/pr-review-agent
+COPY --from=claude-code /out/ /usr/local/bin/
 
 USER agent
 WORKDIR /var/lib/pr-review-agent
 VOLUME ["/var/lib/pr-review-agent"]
 EXPOSE 8080
 
-# "failing" (the store unreachable) is a 503, which urlopen raises on: exit 1.
+# "failing" (the store unreachable) is a 503, which urlopen raises on: exit 1. So is the
+# registration page's /healthz: the container is unhealthy until the App is registered.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=4)"]
 
 ENTRYPOINT ["pr-review-agent"]
-CMD ["serve", "--config", "/etc/pr-review-agent/config.yaml"]
+# On a new volume this creates config.yaml and serves the registration page (the link is
+# in the container's log); add --public-url with the URL GitHub reaches the container at.
+CMD ["serve", "--config", "/var/lib/pr-review-agent/config.yaml"]

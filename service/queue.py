@@ -93,8 +93,11 @@ ON CONFLICT (dedupe_key) DO UPDATE SET status = '{target("revive")}',
  WHERE queue.status IN {_in("revive")} AND queue.kind = 'pr_opened'
 """
 
-# A status that is 'claimed' with a lapsed lease is, for every purpose, not leased.
-_LEASE_LAPSED = f"(status = '{PENDING}' OR (status = '{CLAIMED}' AND leased_until <= :now))"
+# A status that is 'claimed' with a lapsed lease is, for every purpose, not leased. On a
+# 'pending' row ``leased_until`` is a not-before time: a failed attempt handed back with a
+# retry delay (``release(not_before=)``); NULL means at once.
+_LEASE_LAPSED = (f"((status = '{PENDING}' AND (leased_until IS NULL OR leased_until <= :now))"
+                 f" OR (status = '{CLAIMED}' AND leased_until <= :now))")
 
 _ABANDON_EXHAUSTED = f"""
 UPDATE queue SET status = '{target("abandon")}', leased_until = NULL
@@ -127,7 +130,7 @@ UPDATE queue SET status = '{target("finish")}', leased_until = NULL
 """
 
 _RELEASE = f"""
-UPDATE queue SET status = '{target("release")}', leased_until = NULL, owner = NULL
+UPDATE queue SET status = '{target("release")}', leased_until = :not_before, owner = NULL
  WHERE dedupe_key = :key AND owner = :owner AND status IN {_in("release")}
 """
 
@@ -343,10 +346,14 @@ class ReviewQueue:
         """``finish`` inside a caller's transaction (settle + record + finish together)."""
         return conn.execute(_FINISH, {"key": dedupe_key, "owner": owner}).rowcount == 1
 
-    def release(self, dedupe_key: str, owner: str) -> bool:
-        """Hand the row back as pending (its attempt stays counted) if ``owner`` holds it."""
+    def release(self, dedupe_key: str, owner: str, *, not_before: datetime | None = None
+                ) -> bool:
+        """Hand the row back as pending (its attempt stays counted) if ``owner`` holds it;
+        with ``not_before`` no claim takes it before that time (a retry delay)."""
+        params = {"key": dedupe_key, "owner": owner,
+                  "not_before": None if not_before is None else to_db_time(not_before)}
         with self._store.transaction() as conn:
-            return conn.execute(_RELEASE, {"key": dedupe_key, "owner": owner}).rowcount == 1
+            return conn.execute(_RELEASE, params).rowcount == 1
 
     def renew(self, dedupe_key: str, owner: str, *, now: datetime) -> bool:
         """Extend a held lease to ``now + lease``; False if the lease is no longer ours."""

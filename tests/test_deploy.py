@@ -1,4 +1,9 @@
-"""deploy/ and the Dockerfile promise what the docs say: ports, volume, probes, reload."""
+"""deploy/ and the Dockerfile promise what the docs say: ports, volume, probes, reload.
+
+Docker cannot run on the machine the tests run on, so the files are parsed and checked
+against each other and against the service (the config each one starts with must load,
+or be the one registration completes).
+"""
 
 from __future__ import annotations
 
@@ -12,10 +17,13 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from service.config import parse_config
+from service.cli import build_parser
+from service.config import ServerConfig, parse_config
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
+DATA = "/var/lib/pr-review-agent"
+PORT = ServerConfig().port
 
 
 def k8s() -> dict[str, dict[str, Any]]:
@@ -30,6 +38,21 @@ def unit() -> configparser.ConfigParser:
     return parser
 
 
+def compose() -> dict[str, Any]:
+    return yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())  # type: ignore[no-any-return]
+
+
+def dockerfile() -> str:
+    return (ROOT / "Dockerfile").read_text()
+
+
+def json_array(instruction: str) -> list[str]:
+    """The exec-form argument list of a Dockerfile instruction (ENTRYPOINT, CMD)."""
+    found = re.search(rf"^{instruction} (\[.*\])$", dockerfile(), re.MULTILINE)
+    assert found, instruction
+    return yaml.safe_load(found[1])  # type: ignore[no-any-return]
+
+
 @pytest.fixture(scope="module")
 def secrets(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("secrets")
@@ -41,28 +64,43 @@ def secrets(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
-def loads(config: dict[str, Any], secrets: Path) -> None:
-    """The example config is valid for the real loader, secrets aside."""
+def test_the_kubernetes_config_loads(secrets: Path) -> None:
+    config = yaml.safe_load(k8s()["ConfigMap"]["data"]["config.yaml"])
+    mounts = {m["name"]: m["mountPath"]
+              for m in k8s()["Deployment"]["spec"]["template"]["spec"]["containers"][0][
+                  "volumeMounts"]}
+    # The key files are where the Secret is mounted, under the names the Secret has.
+    items = {Path(config["github"][k]).name for k in ("private_key_file", "webhook_secret_file")}
+    assert items == {"github-app.pem", "github-webhook-secret"}
+    assert {str(Path(config["github"][k]).parent)
+            for k in ("private_key_file", "webhook_secret_file")} == {mounts["github"]}
+    assert config["store"]["path"].startswith(mounts["data"] + "/")
     config["github"]["private_key_file"] = str(secrets / "app.pem")
     config["github"]["webhook_secret_file"] = str(secrets / "hook")
     parsed = parse_config(config, {}, secrets)
-    assert parsed.server.port == 8080
+    assert parsed.server.port == PORT
 
 
-def test_the_example_configs_load(secrets: Path) -> None:
-    loads(yaml.safe_load((DEPLOY / "config.yaml").read_text()), secrets)
-    loads(yaml.safe_load(k8s()["ConfigMap"]["data"]["config.yaml"]), secrets)
-
-
-def test_compose_has_port_volume_secrets_restart_and_healthcheck() -> None:
-    compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
-    svc = compose["services"]["pr-review-agent"]
-    assert "8080:8080" in svc["ports"]
-    assert any(v.startswith("agent-data:/var/lib/pr-review-agent") for v in svc["volumes"])
+def test_compose_has_port_volume_restart_healthcheck_and_a_public_url() -> None:
+    svc = compose()["services"]["pr-review-agent"]
+    assert f"{PORT}:{PORT}" in svc["ports"]
+    assert f"agent-data:{DATA}" in svc["volumes"]
+    assert "agent-data" in compose()["volumes"]
     assert svc["restart"] in ("unless-stopped", "always", "on-failure")
-    assert set(svc["secrets"]) == {"github-app.pem", "github-webhook-secret"}
     assert "/healthz" in " ".join(svc["healthcheck"]["test"])
-    assert "agent-data" in compose["volumes"]
+    assert svc["stop_signal"] == "SIGTERM"
+    # The config (and what registration writes beside it) is on the volume, and the
+    # command parses as `serve` with a public URL the operator must give.
+    command = svc["command"]
+    args = build_parser().parse_args(command)
+    assert args.command == "serve" and args.config == f"{DATA}/config.yaml"
+    assert re.fullmatch(r"\$\{PUBLIC_URL:\?[^}]+\}", args.public_url)
+    # Hardened: read-only root, writable volume and /tmp only, no capabilities.
+    assert svc["read_only"] is True and svc["tmpfs"] == ["/tmp"]
+    assert svc["cap_drop"] == ["ALL"]
+    # The engine's credential only; nothing GitHub's.
+    assert set(svc["environment"]) == {"CLAUDE_CODE_OAUTH_TOKEN"}
+    assert svc["build"]["args"]["CLAUDE_CODE_VERSION"].startswith("${CLAUDE_CODE_VERSION:-2.")
 
 
 def test_systemd_unit_is_hardened_and_reloads_with_sighup() -> None:
@@ -74,7 +112,16 @@ def test_systemd_unit_is_hardened_and_reloads_with_sighup() -> None:
     assert service["ProtectSystem"] == "strict"
     assert service["NoNewPrivileges"] == "yes"
     assert service["StateDirectory"] == "pr-review-agent"
-    assert "serve --config" in service["ExecStart"]
+    assert service["StateDirectoryMode"] == "0700"
+    assert service["UMask"] == "0077"
+    # The config is in the state directory, the one place the hardening leaves writable,
+    # so the first start can write it and registration can complete it.
+    executable, *argv = service["ExecStart"].split()
+    assert executable.endswith("/pr-review-agent")
+    args = build_parser().parse_args(argv)
+    assert args.command == "serve" and args.config == f"/var/lib/{service['StateDirectory']}" \
+                                                      "/config.yaml"
+    assert service["WorkingDirectory"] == DATA
 
 
 def test_kubernetes_runs_one_replica_with_a_volume_probes_and_a_secret() -> None:
@@ -84,29 +131,56 @@ def test_kubernetes_runs_one_replica_with_a_volume_probes_and_a_secret() -> None
     assert deployment["strategy"]["type"] == "Recreate"
     pod = deployment["template"]["spec"]
     container = pod["containers"][0]
-    assert container["ports"][0]["containerPort"] == 8080
+    assert container["ports"][0]["containerPort"] == PORT
     for probe in ("readinessProbe", "livenessProbe"):
         assert container[probe]["httpGet"]["path"] == "/healthz"
+        assert container[probe]["httpGet"]["port"] == container["ports"][0]["name"]
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
-    assert mounts["data"] == "/var/lib/pr-review-agent"
+    assert mounts["data"] == DATA
     assert volumes["data"]["persistentVolumeClaim"]["claimName"] == (
         docs["PersistentVolumeClaim"]["metadata"]["name"])
     assert volumes["github"]["secret"]["secretName"] == "pr-review-agent-github"
+    assert volumes["github"]["secret"]["defaultMode"] == 0o400
     assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == 10001  # the image's user
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    args = build_parser().parse_args(container["args"])
+    assert args.command == "serve" and args.config == f"{mounts['config']}/config.yaml"
+    assert docs["Service"]["spec"]["ports"][0]["targetPort"] == "http"
 
 
 def test_dockerfile_is_pinned_non_root_with_git_a_volume_and_a_healthcheck() -> None:
-    text = (ROOT / "Dockerfile").read_text()
+    text = dockerfile()
     assert re.search(r"ARG PYTHON_IMAGE=python:3\.\d+\.\d+-slim", text)
     assert "ARG CLAUDE_CODE_VERSION" in text
     assert "--require-hashes" in text and "requirements.lock" in text
     assert re.search(r"apt-get install[^\n]* git", text)
     assert re.search(r"^USER agent$", text, re.MULTILINE)
-    assert 'VOLUME ["/var/lib/pr-review-agent"]' in text
+    assert re.search(r"useradd [^\n]*--uid 10001", text)
+    assert f'VOLUME ["{DATA}"]' in text
     assert re.search(r"^HEALTHCHECK .*\n?.*/healthz", text, re.MULTILINE)
-    assert "EXPOSE 8080" in text
+    assert f"EXPOSE {PORT}" in text
+    # Nothing is fetched unpinned: no `pip install .` (its build backend would be).
+    assert not re.search(r"pip install[^\n]* \.$", text, re.MULTILINE)
+    # Node.js stays in the build stage: only the CLI's binary reaches the image.
+    final = text[text.rindex("\nFROM "):]
+    assert "nodejs" not in final and "COPY --from=claude-code /out/ /usr/local/bin/" in final
     lock = (ROOT / "requirements.lock").read_text()
     for package in ("fastapi", "uvicorn", "httpx", "pyjwt", "cryptography", "pyyaml"):
         assert re.search(rf"^{package}==\S+ \\$", lock, re.MULTILINE), package
-    assert lock.count("--hash=sha256:") >= 20
+    # Every pinned distribution carries at least one hash (pip refuses the lock otherwise).
+    blocks = re.split(r"^(?=[a-z0-9_.-]+==)", lock, flags=re.MULTILINE)[1:]
+    assert len(blocks) >= 20
+    for block in blocks:
+        assert "--hash=sha256:" in block, block.split()[0]
+
+def test_the_image_starts_serve_on_the_volume() -> None:
+    entrypoint, command = json_array("ENTRYPOINT"), json_array("CMD")
+    assert entrypoint == ["pr-review-agent"]
+    args = build_parser().parse_args(command)
+    assert args.command == "serve" and args.config == f"{DATA}/config.yaml"
+    # The entrypoint is the real CLI, run from source.
+    assert re.search(r"exec python -m service \"\$@\"", dockerfile())
+    assert "PYTHONPATH=/opt/pr-review-agent" in dockerfile()
+    assert "COPY service ./service" in dockerfile()

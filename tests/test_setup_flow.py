@@ -112,6 +112,8 @@ async def test_register_from_the_page_to_a_config_that_loads(flow: Flow) -> None
     assert page.status_code == 200
     assert "Register the GitHub App" in page.text and "name=org" in page.text
     assert "https://reviews.example.com/webhook" in page.text
+    # Relative, so that behind a proxy serving the agent under a path the form stays there.
+    assert "<form method=post action='setup/register'>" in page.text
 
     action, manifest = await flow.start()
     url = urlsplit(action)

@@ -450,6 +450,7 @@ async def test_a_failure_before_the_engine_settles_zero_and_releases(sim: Sim) -
     queued = sim.queue.get(key)
     assert queued is not None and (queued.status, queued.attempts) == ("pending", 1)
 
+    sim.world.clock.advance(61)  # a failed attempt waits a minute before the next one
     await sim.runner()(sim.claim())  # the next attempt succeeds
     assert [r["stop_reason"] for r in sim.ledger(key)] == ["infrastructure", "completed"]
     assert sim.status(key) == "done"

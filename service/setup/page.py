@@ -74,7 +74,7 @@ def _page(title: str, body: str, *, status: int = 200, nonce: str | None = None,
 
 def _error_page(message: str, status: int) -> HTMLResponse:
     return _page("Registration did not complete",
-                 f"<p class=error>{escape(message)}</p><p><a href='/'>Back</a> (open the "
+                 f"<p class=error>{escape(message)}</p><p><a href='../'>Back</a> (open the "
                  "link <code>serve</code> printed, with its key)</p>", status=status)
 
 
@@ -92,7 +92,8 @@ def _form(registrar: Registrar, key: str) -> str:
         "agent's manifest (the permissions and events it needs, nothing more) and saves its "
         "private key and webhook secret beside the config. GitHub shows you the App before "
         "you create it, and lets you change its name.</p>"
-        "<form method=post action='/setup/register'>"
+        # Relative: behind a proxy that serves the agent under a path, it stays there.
+        "<form method=post action='setup/register'>"
         f"<input type=hidden name=key value='{escape(key, quote=True)}'>"
         "<label><input type=radio name=owner value=user checked> "
         "my personal account</label>"

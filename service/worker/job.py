@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Final
 
@@ -51,6 +51,10 @@ GUIDELINE_PATHS: Final = ("REVIEW.md", ".github/REVIEW.md", "CLAUDE.md")
 #: How long past ``engine.wall_clock_seconds`` the worker waits for an engine that should
 #: have stopped itself, before giving up on it as timed out.
 ENGINE_GRACE_SECONDS: Final = 60.0
+#: How long a row waits after a failed attempt before it can be claimed again: after the
+#: first failure, and after every later one. Without a wait, the three attempts of a job
+#: that GitHub fails are spent within seconds of an outage, and the request abandoned.
+RETRY_DELAYS: Final = (timedelta(minutes=1), timedelta(minutes=4))
 HEAD_REF: Final = "refs/agent/pull/"
 BASE_REF: Final = "refs/agent/base/"
 
@@ -71,6 +75,8 @@ class JobSettings:
     estimate_default: Estimator = field(default_factory=Estimator)
     engine_grace_seconds: float = ENGINE_GRACE_SECONDS
     guideline_paths: tuple[str, ...] = GUIDELINE_PATHS
+    #: Read from the module at construction, so a test can shorten it.
+    retry_delays: tuple[timedelta, ...] = field(default_factory=lambda: RETRY_DELAYS)
 
     @classmethod
     def from_config(cls, config: Config) -> JobSettings:
@@ -156,7 +162,7 @@ class JobRunner:
         except Exception:
             log.exception("job failed; settling it as infrastructure and handing it back",
                           extra=extra)
-            await self._give_back(claim, progress)
+            await self._give_back(claim, progress, retry_in=self._retry_delay(claim))
         except BaseException:
             # Cancelled (the pool's grace period ran out): settle and release before going.
             with anyio.CancelScope(shield=True):
@@ -392,8 +398,15 @@ class JobRunner:
             log.info("nothing to review after exclusions; recorded", extra=extra)
             await self._publish(run, extra)
 
-    async def _give_back(self, claim: Claim, progress: _Progress) -> None:
-        """Settle as ``infrastructure`` and release the row for another attempt.
+    def _retry_delay(self, claim: Claim) -> timedelta | None:
+        """How long the row waits after this failed attempt (``retry_delays``)."""
+        delays = self.settings.retry_delays
+        return delays[min(claim.attempts, len(delays)) - 1] if delays else None
+
+    async def _give_back(self, claim: Claim, progress: _Progress, *,
+                         retry_in: timedelta | None = None) -> None:
+        """Settle as ``infrastructure`` and release the row for another attempt, after
+        ``retry_in`` (a cancelled job — the process is stopping — goes back at once).
 
         The charge is honest about what ran: the engine's own usage when it returned, the
         whole reservation (``unavailable``) when it started and no result came back, zero
@@ -407,7 +420,7 @@ class JobRunner:
             usage = unknown_usage(self._engine.name, None)
         else:
             usage = NOTHING_SPENT
-        if await self._store.give_back(claim, usage) is not None:
+        if await self._store.give_back(claim, usage, retry_in=retry_in) is not None:
             progress.done = True
 
 

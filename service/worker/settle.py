@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Final, TypeVar
 
 import anyio
@@ -106,12 +106,14 @@ class Settlement:
                         extra=log_extra(claim))
         return committed
 
-    async def give_back(self, claim: Claim, usage: Usage) -> bool | None:
+    async def give_back(self, claim: Claim, usage: Usage, *,
+                        retry_in: timedelta | None = None) -> bool | None:
         """Settle as ``infrastructure`` with ``usage``, then release the row for another
-        attempt. True: released; False: the lease was no longer ours (nothing changed);
-        None: the store failed (the lease will lapse and the next claim closes the
-        reservation as ``lost``)."""
+        attempt, not claimable for ``retry_in`` (None: at once). True: released; False:
+        the lease was no longer ours (nothing changed); None: the store failed (the lease
+        will lapse and the next claim closes the reservation as ``lost``)."""
         now = self._clock()
+        not_before = None if retry_in is None else now + retry_in
         extra = log_extra(claim)
         try:
             settled = await anyio.to_thread.run_sync(lambda: self._governor.settle(
@@ -119,14 +121,18 @@ class Settlement:
             if not settled:
                 return False
             released: bool = await anyio.to_thread.run_sync(
-                self._queue.release, claim.dedupe_key, claim.owner)
+                lambda: self._queue.release(claim.dedupe_key, claim.owner,
+                                            not_before=not_before))
         except Exception:
             log.exception("could not settle the failed job; its lease will lapse and the "
                           "next claim closes the reservation as lost", extra=extra)
             return None
         log.warning("failed job settled as infrastructure (%s tokens) and %s", usage.tokens,
-                    "released for another attempt" if released else "left to its new owner",
-                    extra=extra)
+                    ("released for another attempt" + (
+                        f" in {retry_in.total_seconds():.0f} s" if retry_in else ""))
+                    if released else "left to its new owner",
+                    extra={**extra, "retry_at": None if not_before is None or not released
+                           else not_before.isoformat()})
         return released
 
     def _finish(self, conn: sqlite3.Connection, claim: Claim,

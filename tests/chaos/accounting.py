@@ -197,6 +197,8 @@ def classify(triggers: Sequence[Trigger], *, queue: Sequence[Mapping[str, Any]],
     engine_count: Counter[str] = Counter()
     stray = 0
     for run in engine_runs:
+        if run.get("empty_prompt"):
+            continue  # its serve died before writing the prompt; nothing was spent
         if run.get("trigger") is None:
             stray += 1
             continue

@@ -9,9 +9,12 @@ real ``claude``. Each invocation:
    a description, from the answer the prompt asks for);
 2. draws a duration and a token count from the plan's ranges (``hang`` in the plan
    makes the run sleep far past any wall clock instead);
-3. appends ``{"trigger", "tokens", "seconds", "pid", "at"}`` to the plan's usage log —
+3. appends ``{"trigger", "tokens", "seconds", "pid", "empty_prompt", "at"}`` to the
+   plan's usage log —
    before any output, so every run that may have spent is on record: the ledger must
-   charge at least this much for it, whether the run reported its result or was killed;
+   charge at least this much for it, whether the run reported its result or was killed
+   (a run whose ``serve`` died before writing the prompt gets none, and the CLI refuses
+   an empty prompt before spending anything: it logs 0 tokens);
 4. writes a one-call scenario and ``exec``s the fake ``claude`` (tests/fake_claude)
    with it, the prompt on stdin again: it prints real stream-json, sleeps for the
    duration between its first message and its result, and reports exactly ``tokens``
@@ -85,11 +88,13 @@ def main() -> None:
     rng = random.Random()
     hang = trigger is not None and trigger in plan.get("hang", [])
     seconds = 3600.0 if hang else rng.uniform(plan["min_seconds"], plan["max_seconds"])
-    tokens = rng.randint(plan["min_tokens"], plan["max_tokens"])
+    # An empty prompt (its serve was killed before writing it) is refused by the CLI
+    # before any model call: it spends nothing.
+    tokens = rng.randint(plan["min_tokens"], plan["max_tokens"]) if text.strip() else 0
     with open(plan["usage_log"], "a", encoding="utf-8") as log:
         log.write(json.dumps({"trigger": trigger, "describe": describe, "tokens": tokens,
                               "seconds": round(seconds, 3), "pid": os.getpid(),
-                              "at": time.time()}) + "\n")
+                              "empty_prompt": not text.strip(), "at": time.time()}) + "\n")
     scratch = Path(tempfile.mkdtemp(prefix="call-", dir=plan["scratch"]))
     scenario_file = scratch / "scenario.json"
     scenario_file.write_text(json.dumps({"record_dir": str(scratch),

@@ -392,11 +392,11 @@ class ChaosRig:
                         yield record
 
 
-def signed_delivery(event: str, payload: dict[str, Any], delivery_id: str
-                    ) -> tuple[bytes, dict[str, str]]:
-    """The body and headers GitHub sends for one delivery, signed with the rig's secret."""
+def signed_delivery(event: str, payload: dict[str, Any], delivery_id: str, *,
+                    secret: str = WEBHOOK_SECRET) -> tuple[bytes, dict[str, str]]:
+    """The body and headers GitHub sends for one delivery, signed with ``secret``."""
     body, mime = encode_body(payload, "json")
-    sha256, sha1 = sign(WEBHOOK_SECRET, body)
+    sha256, sha1 = sign(secret, body)
     return body, {
         "Content-Type": mime, "User-Agent": HOOKSHOT_AGENT, "X-GitHub-Event": event,
         "X-GitHub-Delivery": delivery_id, "X-GitHub-Hook-ID": "479163224",
