@@ -188,3 +188,19 @@ def test_repo_comes_from_repository_full_name() -> None:
     assert isinstance(decision, Enqueue)
     assert decision.job.repo == "octo-org/other-repo"
     assert decision.job.dedupe_key.startswith("pr_opened:octo-org/other-repo:2:")
+
+
+@pytest.mark.parametrize("association", ["NONE", "CONTRIBUTOR", "FIRST_TIME_CONTRIBUTOR"])
+def test_a_strangers_pull_request_is_not_auto_reviewed(association: str) -> None:
+    pr = pull_request(author=user("stranger", 77))
+    pr["author_association"] = association
+    payload = pull_request_event("opened", pr)
+    assert classify_event("pull_request", payload, ctx()) == Ignore(
+        "author_not_allowed", "stranger")
+    # Listed by login, or an association the operator allows: reviewed.
+    decision = classify_event("pull_request", payload, ctx(allowed_users=("Stranger",)))
+    assert isinstance(decision, Enqueue) and decision.job.actor_id == 77
+    allowed = ctx(allowed_associations=("OWNER", "MEMBER", "COLLABORATOR", association))
+    assert isinstance(classify_event("pull_request", payload, allowed), Enqueue)
+    # The REST object the poller sees is judged the same way.
+    assert classify_pull_request(pr, REPO, ctx()) == Ignore("author_not_allowed", "stranger")

@@ -27,6 +27,7 @@ __all__ = [
     "new_config_text",
     "with_credentials",
     "writable_problem",
+    "write_config",
     "write_private",
 ]
 

@@ -66,7 +66,8 @@ async def register(config_path: Path, pending: MissingCredentials, *, public_url
                    err: TextIO, clock: Clock = utc_now,
                    transport: httpx.AsyncBaseTransport | None = None) -> Registered | None:
     """Serve the registration page on ``sockets`` until the App is registered (its
-    ``Registered``) or ``stop`` is set (None)."""
+    ``Registered``) or ``stop`` is set (None, even if registration completed meanwhile:
+    the credentials are saved, and the next start serves them)."""
     registrar = Registrar(config_path, pending.config, public_url=public_url,
                           environ=environ, clock=clock, transport=transport)
     setup_key = secrets.token_urlsafe(24)
@@ -76,8 +77,9 @@ async def register(config_path: Path, pending: MissingCredentials, *, public_url
                            on_registered=lambda _registered: done.set())
     server = _Server(uvicorn.Config(app, lifespan="off", log_config=None, access_log=False,
                                     server_header=False, timeout_graceful_shutdown=5))
-    # The link goes to the console, not to the log: the key is a credential, if a
-    # short-lived one, and logs are kept and shipped.
+    # The link is written to stderr as it is, not through logging: log lines are shipped
+    # and indexed. Under systemd or Docker stderr is kept too, which is why the key works
+    # for this process only.
     print("\nThe GitHub App is not registered yet. To register it, open this link "
           "(it works for this process only):\n"
           f"  {public_url}/?key={setup_key}\n"
@@ -100,7 +102,11 @@ async def register(config_path: Path, pending: MissingCredentials, *, public_url
         await server.serve(sockets=sockets)
     finally:
         watcher.cancel()
-    return registrar.registered if done.is_set() else None
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+    if stop.is_set():  # asked to stop: the next start serves what was registered, if any
+        return None
+    return registrar.registered
 
 
 def register_and_serve(config_path: str, role: str, *, public_url: str | None,

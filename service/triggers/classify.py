@@ -66,7 +66,9 @@ def classify_pull_request(
 
     A closed pull request is a ``Close``. Otherwise it is a ``pr_opened`` job for its
     current head unless ``auto_review`` is off, ``pushed`` and ``on_push`` is off, it is
-    a draft, or its author is a bot. Raises ``PayloadError`` for a malformed ``pr``.
+    a draft, its author is a bot, or its author may not trigger (the same allowlist as a
+    mention: ``allowed_associations`` or ``allowed_users``). Raises ``PayloadError`` for a
+    malformed ``pr``.
     """
     f.repo_name(repo, "repo")
     number = f.positive_int(pr, "number", "pull_request")
@@ -84,6 +86,11 @@ def classify_pull_request(
     user = f.mapping(pr, "user", "pull_request")
     if is_bot(user):
         return Ignore("bot_author", login_of(user))
+    # A stranger's pull request on a public repository must not spend the team's budget
+    # unasked: automatic review follows the same allowlist as a mention. Anyone allowed
+    # can still ask for a review of it with the trigger phrase.
+    if not is_allowed_author(user, pr.get("author_association"), config):
+        return Ignore("author_not_allowed", login_of(user))
     head_sha = _sha(f.string(f.mapping(pr, "head", "pull_request"), "sha", "pull_request.head"))
     actor_id = f.positive_int(user, "id", "pull_request.user")
     return Enqueue(Job(kind="pr_opened", repo=repo, pr_number=number, actor_id=actor_id,

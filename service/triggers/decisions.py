@@ -31,7 +31,8 @@ REASONS: dict[str, str] = {
     "own_app": "the comment was written by this App (its [bot] login or its App id)",
     "own_comment": "the comment id is one the agent recorded as its own (agent_comments)",
     "no_mention": "the comment does not mention the trigger phrase outside code and quotes",
-    "author_not_allowed": "the comment mentions the phrase but its author may not trigger",
+    "author_not_allowed": "the author may not trigger: a comment that mentions the phrase, or a "
+                          "pull request opened by someone outside the allowlist",
     "malformed_payload": "the payload lacks a field the rules need, or has the wrong type",
 }
 

@@ -229,10 +229,11 @@ class ChaosRig:
     # -- processes -----------------------------------------------------------------------
 
     def start_simulator(self) -> None:
-        self.sim = subprocess.Popen(
-            [sys.executable, "-m", "tests.chaos.simserver", "--state",
-             str(self.root / "sim-state.json")],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=(self.root / "sim.log").open("ab"))
+        with (self.root / "sim.log").open("ab") as err:
+            self.sim = subprocess.Popen(
+                [sys.executable, "-m", "tests.chaos.simserver", "--state",
+                 str(self.root / "sim-state.json")],
+                cwd=ROOT, stdout=subprocess.PIPE, stderr=err)
         assert self.sim.stdout is not None
         line = self.sim.stdout.readline().decode().strip()
         if not line.startswith("http://"):

@@ -11,7 +11,10 @@ bound to 127.0.0.1, its base URL printed as the first line of stdout), and in ad
     POST /_chaos/comments       {"repo", "number", "user", "body", "emit"?}   -> {"id"}
     POST /_chaos/events/take    the webhooks emitted so far, removed from the world
     GET  /_chaos/posts          every review, conversation comment, pull request body and
-                                reaction, with authors and (host-monotonic) times
+                                reaction, with their authors
+    GET  /_chaos/reactions      every reaction POST received: path, status, and the host's
+                                monotonic clock when it arrived (comparable across
+                                processes on one Linux host)
 
 ``emit`` false means GitHub sends no webhook for it: only the poller can find it. The
 standalone simulator's own control API has no way to create pull requests or comments,
@@ -26,7 +29,6 @@ import json
 import signal
 import socket
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +49,6 @@ class ChaosApp:
     def __init__(self, world: World) -> None:
         self.world = world
         self.simulator = SimulatorApp(world)
-        #: host-monotonic instant each reaction/review/comment was first seen by ``posts``;
-        #: the request record has the exact instant, this is only a fallback.
-        self.created: dict[str, float] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not scope["path"].startswith(PREFIX):
@@ -86,6 +85,10 @@ class ChaosApp:
                      "payload": e.payload} for e in taken]
         if (method, route) == ("GET", "posts"):
             return self.posts()
+        if (method, route) == ("GET", "reactions"):
+            return [{"path": r.path, "status": r.status, "monotonic": r.monotonic}
+                    for r in world.requests
+                    if r.method == "POST" and r.path.endswith("/reactions")]
         raise KeyError(f"no route {method} {PREFIX}{route}")
 
     def posts(self) -> dict[str, Any]:
@@ -102,7 +105,7 @@ class ChaosApp:
                            "user": r.user.login, "content": r.content,
                            "created_at": iso(r.created_at)} for r in comment.reactions]
         return {
-            "now": iso(world.now()), "monotonic": time.monotonic(),
+            "now": iso(world.now()),
             "reviews": [{"id": r.id, "repo": repos[r.repo_id], "number": r.pull_number,
                          "user": r.user.login, "user_type": r.user.type, "state": r.state,
                          "body": r.body, "commit_id": r.commit_id}

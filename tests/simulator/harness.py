@@ -96,6 +96,8 @@ class Harness:
         world.add_repository(REPO)
         world.add_repository("acme/gadgets")
         inst = world.add_installation(account="acme", repositories=[REPO, "acme/gadgets"])
+        # A member of the organisation: automatic review follows the trigger allowlist.
+        world.add_user("alice", association="MEMBER")
         pull = world.add_pull(REPO, number=1, title="Add logging", user="alice",
                               head_sha="b" * 40, base_sha="a" * 40, diff=diff)
         client = httpx.AsyncClient(transport=SimulatorTransport(world), base_url=API)
