@@ -1,7 +1,8 @@
 """The daemon's components other than the web server: the poller and the workers.
 
 The workers' runner also runs the maintenance loop (re-offering unposted runs, notices,
-retention), since all three write to GitHub as the publisher does.
+retention) and the early acknowledgement (the 👀 as soon as work is queued), since they
+write to GitHub as the publisher does.
 
 Each runner is ``runner(services, stop)``: it builds its part from the shared
 ``Services``, runs until ``stop`` is set and then winds down. ``service.daemon`` maps
@@ -22,6 +23,7 @@ from service.poller import Poller
 from service.publisher import GitHubPublisher, republish_pending
 from service.retention import delay_of, sweep
 from service.worker import JobRunner, JobSettings, WorkerPool
+from service.worker.acknowledge import EarlyAck, SkipAcked
 from service.worker.checkout import Checkouts
 from service.worker.pulls import Installations
 
@@ -101,16 +103,19 @@ async def run_workers(services: Services, stop: asyncio.Event) -> None:
         log.info("removed %d worktree(s) left by an earlier process", len(swept))
     installations = Installations(services.store, services.github)
     publisher = build_publisher(services, installations)
+    # The 👀 goes out when work is queued, not when a worker is free to claim it.
+    early = EarlyAck(store=services.store, acker=publisher, clock=services.clock)
     job = JobRunner(
         store=services.store, queue=services.queue, governor=services.governor,
         github=services.github, installations=installations, checkouts=checkouts,
-        engine=engine, publisher=publisher, clock=services.clock,
+        engine=engine, publisher=SkipAcked(publisher, early), clock=services.clock,
         settings=JobSettings.from_config(config))
     pool = WorkerPool(queue=services.queue, governor=services.governor, job=job,
                       clock=services.clock, count=config.workers.count,
                       health=services.health)
-    services.wakers.append(pool.wake)
+    services.wakers.extend((pool.wake, early.wake))
     async with anyio.create_task_group() as tg:
         tg.start_soon(maintain, services, publisher)
+        tg.start_soon(early.run, stop)
         await pool.run(stop, services.force)  # a second signal cancels running jobs
         tg.cancel_scope.cancel()

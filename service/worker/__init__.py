@@ -11,6 +11,7 @@
 - ``settle``: how a job ends in the store, each ending one short transaction.
 - ``pulls``: re-reading a pull request; which installation covers a repository.
 - ``ports``: the ``Publisher`` protocol, the 👀 acknowledgement, test publishers.
+- ``acknowledge``: ``EarlyAck`` — the 👀 as soon as work is queued, not when a worker is free.
 
 See docs/WORKER.md.
 """

@@ -57,12 +57,7 @@ def run(root: Path, triggers: int, idle_seconds: float) -> dict[str, Any]:
         rig.start_simulator()
         serve = rig.start_serve()
         pid = serve.process.pid
-        deadline = time.monotonic() + 30
-        while len(rig.rows("SELECT name FROM watermarks WHERE name NOT LIKE 'seed_%'")) < \
-                2 * repos:
-            if time.monotonic() > deadline:
-                raise TimeoutError("the poller did not seed every repository")
-            time.sleep(0.1)
+        rig.wait_seeded()
         time.sleep(idle_seconds)
         idle = status_kib(pid)
 

@@ -1,6 +1,6 @@
 """Reaction time: a webhook received → the 👀 on the comment, p50/p99.
 
-    python -m tests.bench.bench_reaction [--steady 120] [--rate 2] [--burst 24]
+    python -m tests.bench.bench_reaction [--steady 120] [--rate 2] [--burst 24] [--compare DIR]
 
 The real processes, as ``tests/chaos`` runs them: ``python -m service serve --role all``
 (default ``workers.count`` 2) against the standalone simulator
@@ -15,8 +15,11 @@ So the figure includes the HTTP round trip, the receiver's transaction, waking a
 the claim through the governor, the installation lookup and the reaction's own request.
 
 Two phases: ``steady``, triggers at ``--rate`` per second (workers mostly free), then
-``burst``, ``--burst`` triggers sent back to back (most wait for a worker: the figure is
-then dominated by the reviews ahead of them). The last line is the figures as JSON.
+``burst``, ``--burst`` triggers sent back to back (most wait for a worker to review
+them; the 👀 does not, since it is sent when the work is queued,
+``service/worker/acknowledge.py``). ``--compare DIR`` first runs the same phases with
+``serve`` started from another checkout (``git archive COMMIT service | tar -x -C DIR``),
+for a side-by-side with an older version. The last line is the figures as JSON.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.chaos.rig import ChaosRig, RigSettings, signed_delivery
+from tests.chaos.rig import ROOT, ChaosRig, RigSettings, signed_delivery
 
 
 def percentile(values: list[float], pct: float) -> float:
@@ -104,22 +107,18 @@ class Driver:
         return summary(name, latencies, [self.answers[p] for p in paths])
 
 
-def run(root: Path, steady: int, rate: float, burst: int) -> list[dict[str, Any]]:
+def run(root: Path, steady: int, rate: float, burst: int, service_root: Path = ROOT
+        ) -> list[dict[str, Any]]:
     repos = 8
     rig = ChaosRig(root, RigSettings(repos=repos, existing_pulls=-(-(steady + burst) // repos),
                                      new_pulls=0, engine_seconds=(0.2, 0.5), workers=2,
                                      lease_seconds=120, wall_clock_seconds=30,
-                                     poll_interval=60))
+                                     poll_interval=60), service_root=service_root)
     try:
         rig.lay_out()
         rig.start_simulator()
         rig.start_serve()
-        deadline = time.monotonic() + 30
-        while len(rig.rows("SELECT name FROM watermarks WHERE name NOT LIKE 'seed_%'")) < \
-                2 * repos:
-            if time.monotonic() > deadline:
-                raise TimeoutError("the poller did not seed every repository")
-            time.sleep(0.1)
+        rig.wait_seeded()
         driver = Driver(rig)
         try:
             driver.phase("warmup", repos, 1.0, 0)  # tokens minted, installations known
@@ -138,15 +137,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steady", type=int, default=120, help="triggers in the steady phase")
     parser.add_argument("--rate", type=float, default=2.0, help="steady triggers per second")
     parser.add_argument("--burst", type=int, default=24, help="triggers sent back to back")
+    parser.add_argument("--compare", type=Path, metavar="DIR",
+                        help="also run serve from DIR (a checkout of another version, e.g. "
+                             "`git archive COMMIT service | tar -x -C DIR`), first")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="bench-reaction-") as tmp:
-        results = run(Path(tmp), args.steady, args.rate, args.burst)
-    print(f"{'phase':<8} {'triggers':>8} {'p50':>9} {'p90':>9} {'p99':>9} {'max':>9} "
-          f"{'webhook p50':>12} {'webhook p99':>12}")
+    versions = ([("compared", args.compare)] if args.compare else []) + [("this", ROOT)]
+    results = []
+    for name, service_root in versions:
+        with tempfile.TemporaryDirectory(prefix="bench-reaction-") as tmp:
+            for r in run(Path(tmp), args.steady, args.rate, args.burst, service_root):
+                results.append({"version": name, **r})
+    print(f"{'version':<9} {'phase':<7} {'triggers':>8} {'p50':>9} {'p90':>9} {'p99':>9} "
+          f"{'max':>9} {'webhook p50':>12} {'webhook p99':>12}")
     for r in results:
-        print(f"{r['phase']:<8} {r['triggers']:>8} {r['p50_ms']:>7.1f}ms {r['p90_ms']:>7.1f}ms "
-              f"{r['p99_ms']:>7.1f}ms {r['max_ms']:>7.1f}ms {r['webhook_p50_ms']:>10.1f}ms "
-              f"{r['webhook_p99_ms']:>10.1f}ms")
+        print(f"{r['version']:<9} {r['phase']:<7} {r['triggers']:>8} {r['p50_ms']:>7.1f}ms "
+              f"{r['p90_ms']:>7.1f}ms {r['p99_ms']:>7.1f}ms {r['max_ms']:>7.1f}ms "
+              f"{r['webhook_p50_ms']:>10.1f}ms {r['webhook_p99_ms']:>10.1f}ms")
     print(json.dumps(results))
     return 0
 

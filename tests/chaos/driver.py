@@ -142,8 +142,7 @@ def _run(rig: ChaosRig, settings: ChaosSettings, rng: random.Random, seed: int,
     limits = [Limits(EPOCH, tight.session_tokens, tight.weekly_tokens // 7,
                      tight.weekly_tokens)]
     rig.start_serve()
-    wait_for(lambda: len(rig.rows("SELECT name FROM watermarks")) >= 2 * len(rig.repos),
-             20, "the poller to seed every repository")
+    rig.wait_seeded()  # triggers made before a repository's cold start are its backlog
     progress(f"seed {seed}: serve up, repositories seeded")
 
     schedule = plan(settings, rng, rig.repos)
@@ -157,6 +156,15 @@ def _run(rig: ChaosRig, settings: ChaosSettings, rng: random.Random, seed: int,
     t0 = time.monotonic()
     next_kill: float | None = t0 + rng.uniform(*settings.kill_gap)
     restart_at: float | None = None
+
+    def raise_budget() -> datetime:
+        """With ``serve`` down: publish the big policy; every row reserved before the
+        returned instant was admitted under the tight one, every later one under it."""
+        at = datetime.now(UTC)
+        publish_policy(big)
+        limits.append(Limits(at, settings.big_session_tokens, tight.weekly_tokens // 7,
+                             tight.weekly_tokens))
+        return at
 
     def deliver() -> None:
         events = rig.take_events()
@@ -178,11 +186,7 @@ def _run(rig: ChaosRig, settings: ChaosSettings, rng: random.Random, seed: int,
             rig.kill_serve()
             kills += 1
             if switched is None and now - t0 >= settings.switch_at:
-                switched = datetime.now(UTC)
-                publish_policy(big)
-                limits.append(Limits(switched, settings.big_session_tokens,
-                                     tight.weekly_tokens // 7, tight.weekly_tokens))
-                config = big
+                switched, config = raise_budget(), big
                 progress(f"kill {kills} at {now - t0:.1f} s; budget raised")
             restart_at = now + rng.uniform(*settings.down_for)
             next_kill = None
@@ -197,11 +201,7 @@ def _run(rig: ChaosRig, settings: ChaosSettings, rng: random.Random, seed: int,
     if switched is None:  # the schedule had no kill late enough: switch now
         rig.kill_serve()
         kills += 1
-        switched = datetime.now(UTC)
-        publish_policy(big)
-        limits.append(Limits(switched, settings.big_session_tokens,
-                             tight.weekly_tokens // 7, tight.weekly_tokens))
-        config = big
+        switched, config = raise_budget(), big
     if not rig.alive():
         rig.start_serve(config, wait=False)
     assert rig.serve is not None
@@ -340,15 +340,6 @@ async def publish_after_lease(rig: ChaosRig, config_path: Path) -> int:
     finally:
         store.close()
     return total
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"timed out waiting for {what}")
 
 
 def describe(result: ChaosResult) -> str:

@@ -125,6 +125,9 @@ class ChaosRig:
     unopened: dict[str, list[Branch]] = field(default_factory=dict)
     installations: dict[str, int] = field(default_factory=dict)
     user_ids: dict[str, int] = field(default_factory=dict)
+    #: Where ``serve`` runs from (its working directory, so its ``service`` package):
+    #: another checkout to measure an older version side by side.
+    service_root: Path = ROOT
 
     # -- layout -------------------------------------------------------------------------
 
@@ -253,8 +256,8 @@ class ChaosRig:
             process = subprocess.Popen(
                 [sys.executable, "-m", "service", "serve", "--config",
                  str(config or self.root / "config.yaml"), "--role", "all"],
-                cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                env=env)
+                cwd=self.service_root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=err, env=env)
         serve = Serve(index=index, process=process, log=log, started=time.monotonic())
         self.serve = serve
         self.incarnations.append(serve)
@@ -274,6 +277,19 @@ class ChaosRig:
                     return
             time.sleep(0.02)
         raise RuntimeError(f"serve did not answer /healthz in {timeout} s")
+
+    def seeded(self) -> bool:
+        """True once the poller has put both marks of every repository (the seed rows
+        beside them, ``seed_*``, do not count)."""
+        return len(self.rows("SELECT name FROM watermarks WHERE name NOT LIKE 'seed_%'")
+                   ) >= 2 * len(self.repos)
+
+    def wait_seeded(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.seeded():
+            if time.monotonic() > deadline:
+                raise TimeoutError("the poller did not seed every repository")
+            time.sleep(0.05)
 
     def kill_serve(self, sig: int = signal.SIGKILL) -> int | None:
         """Signal the running ``serve`` and wait for it; its exit code."""

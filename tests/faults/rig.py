@@ -63,7 +63,8 @@ class FaultRig:
     @classmethod
     def create(cls, tmp: Path, *, repos: int = 1, wall_clock_seconds: int = 10,
                hang: Iterable[str] = (), store_dir: Path | None = None,
-               engine_seconds: tuple[float, float] = (0.1, 0.4)) -> FaultRig:
+               engine_seconds: tuple[float, float] = (0.1, 0.4), workers: int = 2
+               ) -> FaultRig:
         tmp.mkdir(parents=True, exist_ok=True)
         private_pem, public_pem = app_key_pair()
         world = World()
@@ -100,7 +101,7 @@ class FaultRig:
             "store": {"path": str(store)},
             "poller": {"interval_seconds": 1},
             "triggers": {},
-            "workers": {"count": 2, "lease_seconds": 30},
+            "workers": {"count": workers, "lease_seconds": 30},
             "engine": {"command": f"{sys.executable} {CLAUDE_CHAOS} --plan {tmp / 'plan.json'}",
                        "wall_clock_seconds": wall_clock_seconds, "max_turns": 5,
                        "kill_grace_seconds": 1, "credential_env": []},
