@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,13 @@ class Scenario:
 
     @property
     def command(self) -> str:
-        """The engine's ``command``: the fake, told which scenario to play."""
-        return f"{FAKE_CLAUDE} --scenario {self.path}"
+        """The engine's ``command``: the fake, told which scenario to play.
+
+        Run by this interpreter rather than through its ``#!/usr/bin/env python3`` line: on
+        a machine where ``python3`` is a version-manager shim (pyenv), the shim adds its own
+        variables to the environment, which would hide what the engine really passed.
+        """
+        return f"{sys.executable} {FAKE_CLAUDE} --scenario {self.path}"
 
     def call(self, n: int = 1) -> dict[str, Any]:
         """What invocation ``n`` recorded: argv, env, cwd, stdin, pid, pgid."""
