@@ -85,7 +85,6 @@ SELECT (SELECT MAX(enqueued_at) FROM queue
 """
 
 
-
 def seed_key(stream: str, repo: str) -> str:
     """The watermark row recording where a cold start put ``stream``'s mark on ``repo``
     (``seed_comments:o/r``): while the mark is still there, its items predate the install."""
