@@ -22,10 +22,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
+import anyio
 import httpx
 
 from service.budget import Usage
-from service.engine.base import combine_usage, no_usage, unknown_usage
+from service.engine.base import (
+    EngineRequest,
+    EngineResult,
+    combine_usage,
+    no_usage,
+    unknown_usage,
+)
 
 log = logging.getLogger(__name__)
 
@@ -167,3 +174,32 @@ class RunUsage:
             self.in_flight = False
             self.unknown()
         return self.usage
+
+
+async def run_guarded(
+    engine: str, model: str, request: EngineRequest,
+    inner: Callable[[EngineRequest, RunUsage], Awaitable[EngineResult]],
+) -> EngineResult:
+    """Run ``inner`` under the request's wall clock; every outcome is a result.
+
+    A bug in an adapter still ends in a settled run (``engine_error``, spend unknown), and
+    a call still in flight at the wall clock ends as ``timeout`` with what was counted.
+    """
+    spend = RunUsage(engine, model)
+    result: EngineResult | None = None
+    try:
+        with anyio.move_on_after(request.wall_clock_seconds):
+            result = await inner(request, spend)
+    except Exception:
+        log.exception("engine adapter failed", extra={**request.log_extra, "engine": engine})
+        spend.unknown()
+        result = EngineResult(usage=spend.final(), stop_reason="engine_error",
+                              detail=f"internal error in the {engine} adapter")
+    if result is None:
+        result = EngineResult(usage=spend.final(), stop_reason="timeout",
+                              detail="the wall-clock limit passed during the API call")
+    log.info("engine run finished: %s", result.stop_reason,
+             extra={**request.log_extra, "engine": engine,
+                    "stop_reason": result.stop_reason, "tokens": result.usage.tokens,
+                    "confidence": result.usage.confidence, "detail": result.detail})
+    return result

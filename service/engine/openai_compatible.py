@@ -27,7 +27,7 @@ from service.budget import Usage
 from service.config import Secret
 from service.engine.base import EngineRequest, EngineResult, estimate_tokens
 from service.engine.findings import Answer, InvalidAnswer, parse_answer_text, schema_for
-from service.engine.http_api import CallFailed, RunUsage, Sleep, error_text, post_json
+from service.engine.http_api import CallFailed, RunUsage, Sleep, error_text, post_json, run_guarded
 from service.engine.prompt import build_prompt, repair_message, system_rules
 
 log = logging.getLogger(__name__)
@@ -78,26 +78,7 @@ class OpenAICompatibleEngine:
 
     async def run(self, request: EngineRequest) -> EngineResult:
         """Review or describe ``request``; every outcome is a result."""
-        spend = RunUsage(self.name, self._model)
-        result: EngineResult | None = None
-        try:
-            with anyio.move_on_after(request.wall_clock_seconds):
-                result = await self._run(request, spend)
-        except Exception:
-            # A bug in this adapter must still end in a settled run, spend unknown.
-            log.exception("engine adapter failed", extra={**request.log_extra,
-                                                          "engine": self.name})
-            spend.unknown()
-            result = EngineResult(usage=spend.final(), stop_reason="engine_error",
-                                  detail="internal error in the openai_compatible adapter")
-        if result is None:
-            result = EngineResult(usage=spend.final(), stop_reason="timeout",
-                                  detail="the wall-clock limit passed during the call")
-        log.info("engine run finished: %s", result.stop_reason,
-                 extra={**request.log_extra, "engine": self.name,
-                        "stop_reason": result.stop_reason, "tokens": result.usage.tokens,
-                        "confidence": result.usage.confidence, "detail": result.detail})
-        return result
+        return await run_guarded(self.name, self._model, request, self._run)
 
     async def _run(self, request: EngineRequest, spend: RunUsage) -> EngineResult:
         body: dict[str, Any] = {
