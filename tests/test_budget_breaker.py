@@ -78,7 +78,7 @@ def test_a_usage_limit_trips_until_the_reported_reset_and_calibrates(store: Sqli
     assert snap["mode"] == "exhausted"
     assert snap["breaker"] == {
         "tripped": True, "tripped_until": resets.isoformat(), "calibrated_pct": 45,
-        "effective_pct": 45, "last_trip_at": T0.isoformat(), "trips_28d": 1}
+        "effective_pct": 45, "last_trip_at": T0.isoformat(), "trips_remembered": 1}
     session = snap["windows"][0]  # type: ignore[index]
     assert (session["limit"], session["configured_limit"]) == (45_000, 100_000)
     # At the reset the breaker is closed again; the old charge has left the session window.
@@ -156,12 +156,15 @@ def test_the_worst_window_decides_the_calibration() -> None:
 
 def test_relaxation_is_one_point_a_day_divided_by_recent_trips() -> None:
     s = BreakerState(calibrated_pct=50, tripped_until=T0 + DAY, last_trip_at=T0, trips=(T0,))
-    # One trip in 28 days: half a point a day.
-    assert [s.effective_pct(T0 + n * DAY) for n in (0, 1, 2, 3, 27)] == [50, 50, 51, 51, 63]
-    # The trip leaves the memory after 28 days: from then on, a point a day. The 14
-    # points earned so far are not recounted at the new rate (no jump to 78).
-    assert [s.effective_pct(T0 + n * DAY) for n in (28, 29, 30, 60)] == [64, 65, 66, 96]
-    assert s.effective_pct(T0 + 64 * DAY) == 100
+    # One trip remembered: half a point a day, for as long as the memory (a year) lasts.
+    assert [s.effective_pct(T0 + n * DAY) for n in (0, 1, 2, 3, 27, 60)] == [
+        50, 50, 51, 51, 63, 80]
+    assert s.effective_pct(T0 + 100 * DAY) == 100
+    # An old trip leaving the memory raises the rate from then on; the points earned so
+    # far are not recounted at the new rate (no jump).
+    old = BreakerState(calibrated_pct=50, last_trip_at=T0, trips=(T0 - 360 * DAY, T0))
+    assert old.effective_pct(T0 + 5 * DAY) == 51    # 5 days at a third of a point
+    assert old.effective_pct(T0 + 11 * DAY) == 54   # then 6 days at half a point, not 55
     two = BreakerState(calibrated_pct=50, last_trip_at=T0, trips=(T0 - 10 * DAY, T0))
     assert two.effective_pct(T0 + 3 * DAY) == 51  # a third of a point a day
     days = [s.effective_pct(T0 + timedelta(hours=h)) for h in range(0, 24 * 70, 7)]
@@ -187,7 +190,7 @@ def test_reset_calibration_forgets_everything(store: SqliteStore) -> None:
     assert state(store) == BreakerState()
     assert gov.snapshot(T0).breaker.as_json() == {
         "tripped": False, "tripped_until": None, "calibrated_pct": 100, "effective_pct": 100,
-        "last_trip_at": None, "trips_28d": 0}
+        "last_trip_at": None, "trips_remembered": 0}
 
 
 def test_an_unreadable_breaker_state_admits_nothing_until_reset(store: SqliteStore) -> None:

@@ -8,12 +8,12 @@ effective limits sit below what reality just refused, with a margin.
 
 The calibration relaxes back toward 100 % by itself, derived at read time from the
 stored trips (no background job): the rate ``R = 1 point/day ÷ (1 + trips in the last
-28 days)``, integrated over the quiet time since the last trip and floored. Each trip
+365 days)``, integrated over the quiet time since the last trip and floored. Each trip
 slows the climb, so with a fixed real limit the trips get rarer instead of recurring once
 per window.
 
 State lives in ``budget_state`` under ``calibrated_pct``, ``tripped_until``,
-``last_trip_at`` and ``recent_trips`` (the trip instants of the last 28 days, as a JSON
+``last_trip_at`` and ``recent_trips`` (the trip instants of the last 365 days, as a JSON
 list). A missing key means "never": 100 %, not tripped.
 """
 
@@ -41,7 +41,7 @@ FLOOR_PCT: Final = 10
 #: The new effective limits sit at this share of what reality refused: a 10 % margin.
 MARGIN_PCT: Final = 90
 #: Trips within this long slow the relaxation (each one divides its rate).
-TRIP_MEMORY: Final = timedelta(days=28)
+TRIP_MEMORY: Final = timedelta(days=365)
 #: One point of calibration per this long, divided by (1 + recent trips).
 RELAX_STEP: Final = timedelta(days=1)
 _MICROSECOND: Final = timedelta(microseconds=1)
@@ -76,13 +76,13 @@ class BreakerState:
         return self.tripped_until is not None and now < self.tripped_until
 
     def trips_within_memory(self, now: datetime) -> int:
-        """Trips in the 28 days up to ``now`` (later ones, if the clock went back, count)."""
+        """Trips in the 365 days up to ``now`` (later ones, if the clock went back, count)."""
         return sum(1 for t in self.trips if t > now - TRIP_MEMORY)
 
     def effective_pct(self, now: datetime) -> int:
         """The calibration in force at ``now``: stored, plus what quiet time has relaxed.
 
-        The rate ``1 point/day ÷ (1 + trips in the 28 days up to t)`` changes only when a
+        The rate ``1 point/day ÷ (1 + trips in the 365 days up to t)`` changes only when a
         trip leaves the memory, so the relaxation since the last trip is integrated piece
         by piece, exactly (fractions of microseconds), then floored. Applying today's rate
         to every quiet day instead would jump the calibration up by weeks' worth of points

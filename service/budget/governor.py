@@ -382,7 +382,7 @@ class Governor:
                      "tripped until %s", after.tripped_until)
         else:
             log.warning("usage limit reached: the breaker is tripped until %s and the limits "
-                        "are calibrated from %d%% to %d%% (%d trip(s) in 28 days)",
+                        "are calibrated from %d%% to %d%% (%d trip(s) in 365 days)",
                         after.tripped_until, before, after.calibrated_pct, len(after.trips),
                         extra={"tripped_until": to_db_time(after.tripped_until or now),
                                "calibrated_pct": after.calibrated_pct})
@@ -425,7 +425,7 @@ class Governor:
                 tripped=tripped, tripped_until=breaker.tripped_until,
                 calibrated_pct=breaker.calibrated_pct, effective_pct=view.pct,
                 last_trip_at=breaker.last_trip_at,
-                trips_28d=breaker.trips_within_memory(now)),
+                trips_remembered=breaker.trips_within_memory(now)),
             per_actor_pct=config.per_actor_pct,
             max_reviews_per_pr=config.max_reviews_per_pr,
             policy=PolicyView() if policy is None else PolicyView(

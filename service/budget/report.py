@@ -43,7 +43,7 @@ def render(body: Mapping[str, object]) -> list[str]:
         "breaker: "
         + (f"TRIPPED until {breaker['tripped_until']}" if breaker["tripped"] else "closed")
         + f"; limits at {breaker['effective_pct']}% (calibrated {breaker['calibrated_pct']}%,"
-        f" {breaker['trips_28d']} trip(s) in 28 days, last trip"
+        f" {breaker['trips_remembered']} trip(s) in 365 days, last trip"
         f" {breaker['last_trip_at'] or 'never'})",
     ]
     if policy["authority"] is None:

@@ -24,13 +24,13 @@ class BreakerView:
     calibrated_pct: int = 100
     effective_pct: int = 100
     last_trip_at: datetime | None = None
-    trips_28d: int = 0
+    trips_remembered: int = 0
 
     def as_json(self) -> dict[str, object]:
         return {
             "tripped": self.tripped, "tripped_until": _iso(self.tripped_until),
             "calibrated_pct": self.calibrated_pct, "effective_pct": self.effective_pct,
-            "last_trip_at": _iso(self.last_trip_at), "trips_28d": self.trips_28d,
+            "last_trip_at": _iso(self.last_trip_at), "trips_remembered": self.trips_remembered,
         }
 
 
