@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from typing import Final
 
 from service.engine.base import Command, EngineRequest, ReviewMode
 from service.engine.findings import schema_for
+from service.invisible import NEWLINES, is_invisible, reveal
 
 TITLE_MAX_CHARS: Final = 1_000
 BODY_MAX_CHARS: Final = 20_000
@@ -38,20 +38,12 @@ _HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
 # "[//]: # (hidden)" and friends: link reference definitions render as nothing.
 _LINK_REF_COMMENT = re.compile(r"^[ \t]{0,3}\[[^\]\n]*\]:[ \t]*#.*$", re.MULTILINE)
 _TOKEN = re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{20,})\b")
-_FILLERS: Final = frozenset("\u115f\u1160\u3164\uffa0\u2800")
-_NEWLINES: Final = frozenset("\u2028\u2029\u0085")
+_NEWLINES: Final = NEWLINES
 
 
 def _invisible(ch: str) -> bool:
     """Characters that render as nothing (or reorder text) in a browser or terminal."""
-    if ch in "\n\t":
-        return False
-    if ch in _FILLERS or ch in _NEWLINES:
-        return True
-    code = ord(ch)
-    if 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF:  # variation selectors
-        return True
-    return unicodedata.category(ch) in ("Cc", "Cf", "Co", "Cs")
+    return is_invisible(ch, line_breaks=True)
 
 
 def sanitize_untrusted(text: str, limit: int) -> str:
@@ -73,10 +65,10 @@ def sanitize_untrusted(text: str, limit: int) -> str:
 
 
 def reveal_invisible(text: str) -> str:
-    """Make invisible characters in code visible as ``<U+XXXX>``; keep lines intact."""
+    """Make invisible characters in code visible as ``<U+hex>``; keep lines intact."""
     if text.isascii():
         return _defuse(text.replace("\r", "<U+000D>")) if "\r" in text else _defuse(text)
-    return _defuse("".join(f"<U+{ord(ch):04X}>" if _invisible(ch) else ch for ch in text))
+    return _defuse("".join(reveal(ch) if _invisible(ch) else ch for ch in text))
 
 
 def _defuse(text: str) -> str:

@@ -21,9 +21,9 @@ code units (an emoji counts twice), against the 65,536-character body limit.
 from __future__ import annotations
 
 import re
-import unicodedata
 from typing import Final
 
+from service.invisible import NEWLINES, is_invisible, reveal
 from service.triggers import mask_non_prose, neutralise
 
 #: GitHub's limit on a comment, review or pull request body.
@@ -34,8 +34,7 @@ _HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
 _LINK_REF_COMMENT = re.compile(r"^[ \t]{0,3}\[[^\]\n]*\]:[ \t]*#.*$", re.MULTILINE)
 _TOKEN = re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9_.\-]{20,}|github_pat_[A-Za-z0-9_]{20,})")
 _MENTION = re.compile(r"(?<![A-Za-z0-9_`.@/\-])@(?=[A-Za-z0-9])")
-_FILLERS: Final = frozenset("\u115f\u1160\u3164\uffa0\u2800")
-_NEWLINES: Final = frozenset("\u2028\u2029\u0085")
+_NEWLINES: Final = NEWLINES
 
 
 def github_length(text: str) -> int:
@@ -44,20 +43,12 @@ def github_length(text: str) -> int:
 
 
 def _invisible(ch: str) -> bool:
-    if ch in "\n\t":
-        return False
-    if ch in _FILLERS:
-        return True
-    code = ord(ch)
-    if 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF:  # variation selectors
-        return True
-    # Cn: unassigned here, so nothing vouches for how (or whether) it renders.
-    return unicodedata.category(ch) in ("Cc", "Cf", "Co", "Cs", "Cn")
+    return is_invisible(ch, unassigned=True)
 
 
 def reveal_invisible(text: str) -> str:
-    """Every invisible character written out as ``<U+XXXX>``."""
-    return "".join(f"<U+{ord(ch):04X}>" if _invisible(ch) else ch for ch in text)
+    """Every invisible character written out as ``<U+hex>``."""
+    return "".join(reveal(ch) if _invisible(ch) else ch for ch in text)
 
 
 def defuse_mentions(text: str) -> str:
