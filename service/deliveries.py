@@ -1,10 +1,10 @@
 """Webhook deliveries into the store: one transaction records a batch and what it asks for.
 
-The webhook receiver (``service.web``) checks size, signature and headers on the event
-loop and hands each delivery here as ``Received`` (raw body). ``DeliveryLog`` runs on one
-writer thread: it parses the body, skips a delivery id already recorded (a redelivery),
-and otherwise records the delivery in ``deliveries`` together with its effect, in the
-same transaction:
+The webhook receiver (``service.receiver``) checks size, signature and headers on the
+event loop and hands each delivery here as ``Received`` (raw body). ``DeliveryLog`` runs on
+the writer thread (``service.group_commit``): it parses the body, skips a delivery id
+already recorded (a redelivery), and otherwise records the delivery in ``deliveries``
+together with its effect, in the same transaction:
 
 - ``ping``: nothing else;
 - ``installation`` / ``installation_repositories``: the ``repositories`` table (added,

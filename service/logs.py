@@ -68,23 +68,34 @@ def _plain(value: object) -> object:
     return str(value)
 
 
+@functools.cache
+def _order(name: str) -> tuple[int, str]:
+    """Sort key: the context fields first, in their order, then the rest by name."""
+    return (CONTEXT_FIELDS.index(name) if name in CONTEXT_FIELDS else len(CONTEXT_FIELDS), name)
+
+
 def extra_fields(record: logging.LogRecord) -> dict[str, object]:
     """The ``extra={...}`` fields of ``record``: context fields first, secrets masked."""
-    attributes = vars(record)
-    names = [n for n in attributes.keys() - _STANDARD if not n.startswith("_")]
+    # Written for speed: every webhook delivery logs a line, on the writer thread.
+    attributes = record.__dict__
+    names = [n for n in attributes if n not in _STANDARD and not n.startswith("_")]
     if not names:
         return {}
-    ordered: list[str] = [n for n in CONTEXT_FIELDS if n in attributes]
-    ordered += sorted(n for n in names if n not in CONTEXT_FIELDS)
+    names.sort(key=_order)
     return {
-        name: _MASK if _sensitive(name) else _plain(attributes[name]) for name in ordered
+        name: _MASK if _sensitive(name) else _plain(attributes[name]) for name in names
     }
+
+
+@functools.lru_cache(maxsize=4)
+def _second(whole: int) -> str:
+    # strftime once a second rather than once a line
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
 
 
 def _timestamp(record: logging.LogRecord) -> str:
     """``2026-01-02T03:04:05.678+00:00``: UTC, milliseconds."""
-    seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-    return f"{seconds}.{int(record.msecs):03d}+00:00"
+    return f"{_second(int(record.created))}.{int(record.msecs):03d}+00:00"
 
 
 class JsonFormatter(logging.Formatter):

@@ -164,6 +164,40 @@ def test_form_encoded_body_parsed() -> None:
 
 
 @pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        # orjson refuses these; the standard library reads them as it always did.
+        (b'{"action": "\\ud800"}', {"action": "\ud800"}),  # a lone surrogate
+        ('{"action": "opened"}'.encode("utf-16"), {"action": "opened"}),
+        (b'{"big": 1e400}', {"big": float("inf")}),
+        # Both read these alike.
+        (b'{"id": 9223372036854775808}', {"id": 2**63}),
+        (b'{"a": 1, "a": 2}', {"a": 2}),
+    ],
+)
+def test_what_orjson_refuses_the_standard_library_decides(body: bytes,
+                                                          expected: dict[str, object]) -> None:
+    assert parse_body(body, "application/json") == expected
+
+
+def test_an_integer_beyond_64_bits_is_no_integer_and_so_never_an_id() -> None:
+    value = parse_body(b'{"id": 18446744073709551616}', None)["id"]
+    assert not isinstance(value, int) or value >= 2**64  # a float from orjson
+
+
+@given(payload=st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=20)
+    | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                max_size=4),
+    max_leaves=20))
+@settings(max_examples=200, deadline=None)
+def test_the_fast_path_reads_any_payload_as_the_standard_library_does(payload: object) -> None:
+    body = json.dumps({"payload": payload}).encode()
+    assert parse_body(body, "application/json") == json.loads(body)
+
+
+@pytest.mark.parametrize(
     ("body", "content_type"),
     [
         (b"", "application/json"),

@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import parse_qs
 
+import orjson
+
 from service.config import Secret
 
 SignatureReason = Literal["no_secret", "missing", "unsupported_algorithm", "malformed", "mismatch"]
@@ -103,7 +105,24 @@ def _reject_constant(name: str) -> Any:
     raise PayloadError(f"payload contains the non-JSON number {name}")
 
 
+# orjson reads a webhook payload four to five times faster than the standard library, and
+# every delivery is parsed. Whatever orjson refuses (a lone surrogate, NaN, 1e400, UTF-16,
+# ...) is read again by json, which decides. One difference remains: orjson reads an
+# integer outside 64 bits as a float. No id can be that large, and where the rules need an
+# id a float is as malformed as an integer too large for the store, so the outcome is the
+# same (``malformed_payload``).
+
+
 def _load_json(raw: str | bytes, what: str) -> dict[str, Any]:
+    if isinstance(raw, bytes):
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            if not isinstance(value, dict):
+                raise PayloadError(f"{what} is JSON but not an object")
+            return value
     try:
         value = json.loads(raw, parse_constant=_reject_constant)
     except PayloadError:

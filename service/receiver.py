@@ -1,0 +1,191 @@
+"""The webhook route: a plain ASGI handler, served ahead of the web app's middleware.
+
+A delivery is checked in this order, each answered as DESIGN.md says:
+
+1. size: a declared ``Content-Length`` over ``server.max_body_bytes`` is refused before a
+   byte is read, and a body without one stops being read once it passes the limit (413),
+   so an oversized request is never buffered;
+2. signature: ``X-Hub-Signature-256`` over the raw bytes, constant-time, against every
+   configured secret (401), before anything is parsed;
+3. ``X-GitHub-Event`` and ``X-GitHub-Delivery`` present (400), and the body JSON or a form
+   carrying ``payload=`` (400);
+4. one store transaction: a delivery id already recorded changes nothing (200
+   ``{"duplicate": true}``); otherwise the delivery row and its effect commit together -- a
+   ``ping`` (200), an installation change to ``repositories`` (202), or the trigger rules'
+   decision applied to the queue (202). A store failure is the one 5xx: 503.
+
+Steps 1-3 (but the parse) run on the event loop. Parsing, the rules, the store and the log
+line run on the writer thread (``service.group_commit``), which takes every delivery that
+arrived while it was busy as one batch. A delivery is answered only after the transaction
+holding it committed.
+
+Why plain ASGI: this is the one route that takes load, and the framework's per-request
+machinery (middleware layers, a ``Request`` object, routing, ``JSONResponse``) cost more
+CPU here than reading, verifying and answering the request does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Final
+
+import anyio
+from starlette.types import Receive, Scope, Send
+
+from service.config import Config
+from service.deliveries import STORE_ERRORS, DeliveryLog, InstallationChange, Received, Result
+from service.github.webhooks import SignatureError, check_signature
+from service.group_commit import GroupCommit
+
+__all__ = ["RETRY_AFTER", "WebhookReceiver", "json_answer"]
+
+log = logging.getLogger(__name__)
+
+#: Bodies above this have their signature checked on a worker thread, not the event loop.
+OFF_LOOP_BYTES: Final = 256 * 1024
+MAX_EVENT_CHARS: Final = 100
+MAX_DELIVERY_CHARS: Final = 200
+RETRY_AFTER: Final = "5"
+
+_CONTENT_LENGTH: Final = b"content-length"
+_CONTENT_TYPE: Final = b"content-type"
+_SIGNATURE: Final = b"x-hub-signature-256"
+_EVENT: Final = b"x-github-event"
+_DELIVERY: Final = b"x-github-delivery"
+_WANTED: Final = frozenset({_CONTENT_LENGTH, _CONTENT_TYPE, _SIGNATURE, _EVENT, _DELIVERY})
+# As Starlette's JSONResponse renders: compact, UTF-8, no NaN.
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+Answer = tuple[int, dict[str, object], tuple[tuple[bytes, bytes], ...]]
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Disconnected(Exception):
+    pass
+
+
+def _headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[bytes, str]:
+    """The headers the receiver reads, the first of each name, decoded as latin-1."""
+    found: dict[bytes, str] = {}
+    for raw_name, value in raw:
+        name = raw_name.lower()  # ASGI servers send them lower-cased; then this is cheap
+        if name in _WANTED and name not in found:
+            found[name] = value.decode("latin-1")
+    return found
+
+
+def _github_header(headers: dict[bytes, str], name: bytes, limit: int) -> str | None:
+    value = headers.get(name, "").strip()
+    return value if value and len(value) <= limit and value.isprintable() else None
+
+
+async def _read_body(receive: Receive, declared: str | None, limit: int) -> bytes:
+    """The body, refused (``_TooLarge``) as soon as it is known to exceed ``limit``."""
+    declared = (declared or "").strip()
+    if declared.isdigit() and int(declared) > limit:
+        raise _TooLarge
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _Disconnected
+        chunk = message.get("body", b"")
+        if chunk:
+            size += len(chunk)
+            if size > limit:
+                raise _TooLarge
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+async def json_answer(send: Send, status: int, content: dict[str, object],
+                      headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
+    """Answer ``status`` with ``content`` as JSON, in two ASGI messages."""
+    body = _ENCODER.encode(content).encode("utf-8")
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-length", str(len(body)).encode("ascii")),
+        (b"content-type", b"application/json"), *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _error(status: int, message: str, *headers: tuple[bytes, bytes]) -> Answer:
+    return status, {"error": message}, headers
+
+
+class WebhookReceiver:
+    """The webhook route as an ASGI app: the checks in the module docstring's order."""
+
+    def __init__(self, config: Config, deliveries: DeliveryLog, clock: Callable[[], datetime],
+                 on_installation_change: Callable[[InstallationChange], None] | None,
+                 on_enqueued: Callable[[], None] | None = None) -> None:
+        self._limit = config.server.max_body_bytes
+        self._secrets = config.github.webhook_secrets
+        self._writer: GroupCommit[Received, Result] = GroupCommit(
+            deliveries.receive_batch, name="webhook-writer")
+        self._clock = clock
+        self._on_change = on_installation_change
+        self._on_enqueued = on_enqueued
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            status, content, headers = await self._handle(_headers(scope["headers"]), receive)
+        except Exception:
+            # A bug, not a store outage (those are answered 503 in _handle): say so.
+            log.exception("webhook receiver failed")
+            status, content, headers = _error(500, "internal error")
+        await json_answer(send, status, content, headers)
+
+    async def _handle(self, headers: dict[bytes, str], receive: Receive) -> Answer:
+        try:
+            body = await _read_body(receive, headers.get(_CONTENT_LENGTH), self._limit)
+        except _TooLarge:
+            log.warning("webhook refused: body over the limit",
+                        extra={"limit_bytes": self._limit})
+            return _error(413, f"body exceeds {self._limit} bytes", (b"connection", b"close"))
+        except _Disconnected:
+            return _error(400, "the client disconnected before the body was complete")
+        signature = headers.get(_SIGNATURE)
+        try:
+            if len(body) > OFF_LOOP_BYTES:
+                await anyio.to_thread.run_sync(check_signature, body, signature, self._secrets)
+            else:
+                check_signature(body, signature, self._secrets)
+        except SignatureError as exc:
+            log.warning("webhook refused: bad signature", extra={"reason": exc.reason})
+            return _error(401, f"signature check failed: {exc.reason}")
+        event = _github_header(headers, _EVENT, MAX_EVENT_CHARS)
+        delivery_id = _github_header(headers, _DELIVERY, MAX_DELIVERY_CHARS)
+        if event is None or delivery_id is None:
+            missing = "X-GitHub-Event" if event is None else "X-GitHub-Delivery"
+            return _error(400, f"missing or invalid {missing} header")
+        received = Received(delivery_id, event, body, headers.get(_CONTENT_TYPE))
+        try:
+            result = await self._writer.submit(received, self._clock())
+        except Exception as exc:
+            # The transaction rolled back, so nothing was recorded and a redelivery will be
+            # processed in full: 503 is the honest answer whatever failed.
+            store_fault = isinstance(exc, STORE_ERRORS)
+            log.error("webhook not recorded: " + ("store failure" if store_fault
+                                                  else "unexpected error"),
+                      exc_info=not store_fault, extra={
+                          "delivery_id": delivery_id, "event": event,
+                          "error": type(exc).__name__})
+            return _error(503, "the store is unavailable; nothing was recorded",
+                          (b"retry-after", RETRY_AFTER.encode("ascii")))
+        if result.change is not None and self._on_change is not None:
+            try:
+                self._on_change(result.change)
+            except Exception:
+                log.exception("installation-change callback failed",
+                              extra={"delivery_id": delivery_id})
+        if result.enqueued and self._on_enqueued is not None:
+            self._on_enqueued()  # idle workers claim at once instead of at their next poll
+        return result.status, result.body(), ()
