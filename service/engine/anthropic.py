@@ -30,7 +30,6 @@ from service.config import Secret
 from service.engine.base import EngineRequest, EngineResult, estimate_tokens, no_usage
 from service.engine.findings import (
     Answer,
-    InvalidAnswer,
     parse_answer,
     parse_answer_text,
     schema_for,
@@ -39,8 +38,11 @@ from service.engine.http_api import (
     CallFailed,
     RunUsage,
     Sleep,
+    answer_with_one_repair,
+    call_failed,
     error_body,
     error_text,
+    finish,
     post_json,
     run_guarded,
 )
@@ -118,25 +120,10 @@ class AnthropicEngine:
         }
         timeout = httpx.Timeout(request.wall_clock_seconds, connect=10.0)
         async with httpx.AsyncClient(transport=self._transport, timeout=timeout) as client:
-            reply = await self._call(client, body, spend, request)
-            if isinstance(reply, EngineResult):
-                return reply
-            try:
-                return self._done(spend, "completed", "", _answer(request, reply))
-            except InvalidAnswer as exc:
-                problem = str(exc)
-            if spend.usage.tokens is None or spend.usage.tokens >= request.max_run_tokens:
-                return self._done(spend, "engine_error",
-                                  f"invalid answer ({problem}); no tokens left to repair")
-            body["messages"] += _repair_turn(reply, problem)
-            again = await self._call(client, body, spend, request)
-            if isinstance(again, EngineResult):
-                return again
-            try:
-                return self._done(spend, "completed", "repaired once", _answer(request, again))
-            except InvalidAnswer as exc:
-                return self._done(spend, "engine_error",
-                                  f"invalid answer after one repair: {exc}")
+            return await answer_with_one_repair(
+                spend, request, lambda: self._call(client, body, spend, request),
+                lambda reply: _answer(request, reply),
+                lambda reply, problem: body["messages"].extend(_repair_turn(reply, problem)))
 
     async def _call(self, client: httpx.AsyncClient, body: dict[str, Any], spend: RunUsage,
                     request: EngineRequest) -> _Reply | EngineResult:
@@ -150,18 +137,16 @@ class AnthropicEngine:
             log_extra=request.log_extra)
         spend.in_flight = False
         if isinstance(response, CallFailed):
-            if response.billed_unknown:
-                spend.unknown()
-            return self._done(spend, response.stop_reason, response.detail)
+            return call_failed(spend, response)
         if response.status_code != 200:
-            return self._done(spend, *_failure(response))
+            return finish(spend, *_failure(response))
         try:
             data = response.json()
             if not isinstance(data, dict):
                 raise TypeError("not an object")
         except (ValueError, TypeError, RecursionError):
             spend.unknown()  # it answered 200: the call was probably billed
-            return self._done(spend, "engine_error", "the API answered 200 with a body "
+            return finish(spend, "engine_error", "the API answered 200 with a body "
                                                      "that is not a JSON object")
         raw_content = data.get("content")
         content: list[Any] = raw_content if isinstance(raw_content, list) else []
@@ -180,19 +165,10 @@ class AnthropicEngine:
                             confidence="estimated", engine=self.name, model=model))
         stop = data.get("stop_reason") if isinstance(data.get("stop_reason"), str) else None
         if stop == "refusal":
-            return self._done(spend, "refused", "the model refused the request")
+            return finish(spend, "refused", "the model refused the request")
         if stop in _TRUNCATED_STOPS:
-            return self._done(spend, "truncated", f"the answer was cut off ({stop})")
+            return finish(spend, "truncated", f"the answer was cut off ({stop})")
         return _Reply(content=content, stop_reason=stop, tool_use=tool_use, text=text)
-
-    def _done(self, spend: RunUsage, stop_reason: str, detail: str,
-              answer: Answer | None = None) -> EngineResult:
-        return EngineResult(
-            usage=spend.final(), stop_reason=stop_reason,
-            findings=answer.findings if answer else (),
-            assessment=answer.assessment if answer else None,
-            description=answer.description if answer else None,
-            detail=detail)
 
 
 def _tool(request: EngineRequest) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import anyio
 import httpx
@@ -33,6 +33,7 @@ from service.engine.base import (
     no_usage,
     unknown_usage,
 )
+from service.engine.findings import Answer, InvalidAnswer
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ RETRY_STATUSES: Final = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 MAX_BACKOFF_SECONDS: Final = 8.0
 
 Sleep = Callable[[float], Awaitable[None]]
+Reply = TypeVar("Reply")
 
 
 @dataclass(frozen=True)
@@ -174,6 +176,57 @@ class RunUsage:
             self.in_flight = False
             self.unknown()
         return self.usage
+
+
+def finish(spend: RunUsage, stop_reason: str, detail: str,
+           answer: Answer | None = None) -> EngineResult:
+    """The run's result: what was spent so far, and the answer when there is one."""
+    return EngineResult(
+        usage=spend.final(), stop_reason=stop_reason,
+        findings=answer.findings if answer else (),
+        assessment=answer.assessment if answer else None,
+        description=answer.description if answer else None,
+        detail=detail)
+
+
+def call_failed(spend: RunUsage, failure: CallFailed) -> EngineResult:
+    """The run's result after a call that produced no response."""
+    if failure.billed_unknown:
+        spend.unknown()
+    return finish(spend, failure.stop_reason, failure.detail)
+
+
+async def answer_with_one_repair(
+    spend: RunUsage,
+    request: EngineRequest,
+    call: Callable[[], Awaitable[Reply | EngineResult]],
+    parse: Callable[[Reply], Answer],
+    add_repair: Callable[[Reply, str], None],
+) -> EngineResult:
+    """Call, and read the answer; an invalid one is sent back once with what is wrong.
+
+    ``call`` returns the model's reply, or the run's result when the call failed;
+    ``add_repair(reply, problem)`` extends the conversation with that reply and the
+    objection, for the second call. No repair is tried without tokens left to pay for it.
+    """
+    reply = await call()
+    if isinstance(reply, EngineResult):
+        return reply
+    try:
+        return finish(spend, "completed", "", parse(reply))
+    except InvalidAnswer as exc:
+        problem = str(exc)
+    if spend.usage.tokens is None or spend.usage.tokens >= request.max_run_tokens:
+        return finish(spend, "engine_error",
+                      f"invalid answer ({problem}); no tokens left to repair")
+    add_repair(reply, problem)
+    again = await call()
+    if isinstance(again, EngineResult):
+        return again
+    try:
+        return finish(spend, "completed", "repaired once", parse(again))
+    except InvalidAnswer as exc:
+        return finish(spend, "engine_error", f"invalid answer after one repair: {exc}")
 
 
 async def run_guarded(

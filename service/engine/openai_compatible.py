@@ -26,8 +26,18 @@ import httpx
 from service.budget import Usage
 from service.config import Secret
 from service.engine.base import EngineRequest, EngineResult, estimate_tokens
-from service.engine.findings import Answer, InvalidAnswer, parse_answer_text, schema_for
-from service.engine.http_api import CallFailed, RunUsage, Sleep, error_text, post_json, run_guarded
+from service.engine.findings import parse_answer_text, schema_for
+from service.engine.http_api import (
+    CallFailed,
+    RunUsage,
+    Sleep,
+    answer_with_one_repair,
+    call_failed,
+    error_text,
+    finish,
+    post_json,
+    run_guarded,
+)
 from service.engine.prompt import build_prompt, repair_message, system_rules
 
 log = logging.getLogger(__name__)
@@ -99,28 +109,12 @@ class OpenAICompatibleEngine:
                 "name": request.command, "schema": schema_for(request.command, request.mode)}}
         timeout = httpx.Timeout(request.wall_clock_seconds, connect=10.0)
         async with httpx.AsyncClient(transport=self._transport, timeout=timeout) as client:
-            reply = await self._call(client, body, spend, request)
-            if isinstance(reply, EngineResult):
-                return reply
-            try:
-                return self._done(spend, "completed", "", parse_answer_text(
-                    request.command, request.mode, reply))
-            except InvalidAnswer as exc:
-                problem = str(exc)
-            if spend.usage.tokens is None or spend.usage.tokens >= request.max_run_tokens:
-                return self._done(spend, "engine_error",
-                                  f"invalid answer ({problem}); no tokens left to repair")
-            body["messages"] += [{"role": "assistant", "content": reply},
-                                 {"role": "user", "content": repair_message(problem)}]
-            again = await self._call(client, body, spend, request)
-            if isinstance(again, EngineResult):
-                return again
-            try:
-                return self._done(spend, "completed", "repaired once",
-                                  parse_answer_text(request.command, request.mode, again))
-            except InvalidAnswer as exc:
-                return self._done(spend, "engine_error",
-                                  f"invalid answer after one repair: {exc}")
+            return await answer_with_one_repair(
+                spend, request, lambda: self._call(client, body, spend, request),
+                lambda reply: parse_answer_text(request.command, request.mode, reply),
+                lambda reply, problem: body["messages"].extend([
+                    {"role": "assistant", "content": reply},
+                    {"role": "user", "content": repair_message(problem)}]))
 
     async def _call(self, client: httpx.AsyncClient, body: dict[str, Any], spend: RunUsage,
                     request: EngineRequest) -> str | EngineResult:
@@ -142,11 +136,9 @@ class OpenAICompatibleEngine:
                 max_retry_wait=self._max_retry_wait, log_extra=request.log_extra)
         spend.in_flight = False
         if isinstance(response, CallFailed):
-            if response.billed_unknown:
-                spend.unknown()
-            return self._done(spend, response.stop_reason, response.detail)
+            return call_failed(spend, response)
         if response.status_code != 200:
-            return self._done(spend, *_failure(response))
+            return finish(spend, *_failure(response))
         try:
             data = response.json()
             choice = data["choices"][0]
@@ -155,14 +147,14 @@ class OpenAICompatibleEngine:
                 raise TypeError("content is not text")
         except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError):
             spend.unknown()
-            return self._done(spend, "engine_error",
+            return finish(spend, "engine_error",
                               "the server answered 200 without a readable completion")
         spend.add(self._usage(data, body, content))
-        finish = choice.get("finish_reason")
-        if finish == "length":
-            return self._done(spend, "truncated", "the answer hit max_tokens (length)")
-        if finish == "content_filter":
-            return self._done(spend, "refused", "the server filtered the answer")
+        finish_reason = choice.get("finish_reason")
+        if finish_reason == "length":
+            return finish(spend, "truncated", "the answer hit max_tokens (length)")
+        if finish_reason == "content_filter":
+            return finish(spend, "refused", "the server filtered the answer")
         return content
 
     def _usage(self, data: dict[str, Any], body: dict[str, Any], content: str) -> Usage:
@@ -180,15 +172,6 @@ class OpenAICompatibleEngine:
         out = completion if completion is not None else estimate_tokens(content)
         return Usage(tokens=estimate_tokens(sent) + out, confidence="estimated",
                      engine=self.name, model=model)
-
-    def _done(self, spend: RunUsage, stop_reason: str, detail: str,
-              answer: Answer | None = None) -> EngineResult:
-        return EngineResult(
-            usage=spend.final(), stop_reason=stop_reason,
-            findings=answer.findings if answer else (),
-            assessment=answer.assessment if answer else None,
-            description=answer.description if answer else None,
-            detail=detail)
 
 
 def _count(value: Any) -> int | None:
