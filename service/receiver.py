@@ -40,7 +40,7 @@ from service.deliveries import STORE_ERRORS, DeliveryLog, InstallationChange, Re
 from service.github.webhooks import SignatureError, check_signature
 from service.group_commit import GroupCommit
 
-__all__ = ["RETRY_AFTER", "WebhookReceiver", "json_answer"]
+__all__ = ["RETRY_AFTER", "WebhookReceiver"]
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ async def _read_body(receive: Receive, declared: str | None, limit: int) -> byte
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-async def json_answer(send: Send, status: int, content: dict[str, object],
+async def _json_answer(send: Send, status: int, content: dict[str, object],
                       headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
     """Answer ``status`` with ``content`` as JSON, in two ASGI messages."""
     body = _ENCODER.encode(content).encode("utf-8")
@@ -141,7 +141,7 @@ class WebhookReceiver:
             # A bug, not a store outage (those are answered 503 in _handle): say so.
             log.exception("webhook receiver failed")
             status, content, headers = _error(500, "internal error")
-        await json_answer(send, status, content, headers)
+        await _json_answer(send, status, content, headers)
 
     async def _handle(self, headers: dict[bytes, str], receive: Receive) -> Answer:
         try:
