@@ -1,21 +1,23 @@
 """Webhook deliveries into the store: one transaction records a batch and what it asks for.
 
-The webhook receiver (``service.receiver``) checks size, signature and headers on the
-event loop and hands each delivery here as ``Received`` (raw body). ``DeliveryLog`` runs on
-the writer thread (``service.group_commit``): it parses the body, skips a delivery id
-already recorded (a redelivery), and otherwise records the delivery in ``deliveries``
-together with its effect, in the same transaction:
+The webhook receiver (``service.receiver``) checks size, signature and headers and hands
+each delivery here as ``Received`` (raw body), by way of ``service.group_commit``, which
+gathers them into batches. ``DeliveryLog`` parses the bodies, skips a delivery id already
+recorded (a redelivery), and otherwise records the delivery in ``deliveries`` together
+with its effect, in the same transaction:
 
 - ``ping``: nothing else;
 - ``installation`` / ``installation_repositories``: the ``repositories`` table (added,
   removed, the installation id), reported back as an ``InstallationChange``;
 - anything else: the trigger rules' decision (``service.triggers.classify_event``) applied
-  to the queue through ``service.ingest.apply_decision``, the seam shared with the poller,
-  so an event seen by both paths becomes one queue row.
+  to the queue through ``service.ingest.apply_decisions``, the seam shared with the
+  poller, so an event seen by both paths becomes one queue row.
 
-A crash or a failure before COMMIT leaves neither the delivery nor its effect. Several
-deliveries share one transaction (group commit); one that fails on its own is retried
-alone so that it cannot fail the others.
+A batch is written either on the event loop in a transaction left open for a thread to
+commit (``stage``) or wholly on a worker thread (``receive_batch``); the statements are
+the same. A crash or a failure before COMMIT leaves neither the delivery nor its effect,
+and a delivery is logged only once its commit is done. A delivery that fails on its own
+is retried alone so that it cannot fail the others.
 """
 
 from __future__ import annotations
@@ -30,18 +32,26 @@ from datetime import datetime
 from typing import Any, Final
 
 from service.github.webhooks import PayloadError, parse_body
-from service.ingest import apply_decision
+from service.ingest import Applied, apply_decisions
 from service.queue import ReviewQueue
-from service.store import SqliteStore, StoreClosedError, is_contention, to_db_time
+from service.store import (
+    OpenTransaction,
+    SqliteStore,
+    StoreClosedError,
+    is_contention,
+    to_db_time,
+)
 from service.triggers import Close, Decision, Enqueue, Ignore, TriggerContext, classify_event
 
 __all__ = [
+    "ON_LOOP_BYTES",
     "STORE_ERRORS",
     "Delivery",
     "DeliveryLog",
     "InstallationChange",
     "Received",
     "Result",
+    "StagedDeliveries",
     "safe_text",
 ]
 
@@ -49,6 +59,8 @@ log = logging.getLogger(__name__)
 
 #: What a store outage looks like from here (answered 503 by the receiver).
 STORE_ERRORS: Final = (sqlite3.Error, StoreClosedError, OSError)
+#: A batch with a body bigger than this is parsed and written on a worker thread.
+ON_LOOP_BYTES: Final = 256 * 1024
 _MAX_SQL_INT: Final = 2**63 - 1
 _REPO: Final = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 _ADDS: Final = ("created", "unsuspend", "new_permissions_accepted")
@@ -186,11 +198,89 @@ def _repos(value: object) -> list[str]:
     return [str(n) for n in names]
 
 
-class DeliveryLog:
-    """Records deliveries and carries out what they ask. Runs on a worker thread.
+def _describe(result: Result, decision: Decision, applied: Applied) -> None:
+    """Fill in what a trigger delivery did: its answer's lists and its recorded outcome."""
+    result.enqueued = applied.enqueued + applied.duplicates
+    result.ignored = safe_text(applied.ignored)
+    if applied.enqueued:
+        result.outcome = "enqueued"
+    elif applied.duplicates:
+        result.outcome = "already_queued"
+    elif isinstance(decision, Close):
+        result.outcome = f"closed:cancelled={len(applied.cancelled)}"
+    else:
+        result.outcome = f"ignored:{result.ignored}"
 
-    SqliteStore connections are per thread. The trigger rules run inside the transaction,
-    so their ``agent_comments`` lookup reads through it.
+
+class _Parsed:
+    """A batch's bodies parsed: 400 answers for those that are not payloads, a slot each
+    for the rest, to be filled once they are written."""
+
+    def __init__(self, batch: Sequence[tuple[Received, datetime]]) -> None:
+        self.outcomes: list[Result | Exception] = []
+        self.items: list[tuple[int, tuple[Delivery, datetime]]] = []
+        self._refused: list[tuple[Received, str]] = []
+        for received, now in batch:
+            try:
+                self.items.append((len(self.outcomes), (received.parse(), now)))
+                self.outcomes.append(Result(0, "", received.delivery_id))  # filled later
+            except PayloadError as exc:
+                self._refused.append((received, str(exc)))
+                self.outcomes.append(Result(400, "unparseable", received.delivery_id,
+                                            error=f"unparseable body: {exc}"))
+
+    @property
+    def deliveries(self) -> list[tuple[Delivery, datetime]]:
+        return [item for _, item in self.items]
+
+    def fill(self, outcomes: Sequence[Result | Exception]) -> None:
+        for (index, _), outcome in zip(self.items, outcomes, strict=True):
+            self.outcomes[index] = outcome
+
+    def log(self) -> list[Result | Exception]:
+        """Log what became of each delivery (once its commit is done); the outcomes."""
+        for received, error in self._refused:
+            log.warning("webhook refused: unparseable body", extra={
+                "delivery_id": received.delivery_id, "event": received.event,
+                "error": error})
+        for index, (delivery, _) in self.items:
+            outcome = self.outcomes[index]
+            if isinstance(outcome, Result):
+                log.info("webhook delivery", extra={
+                    **delivery.log_fields(), "outcome": outcome.outcome,
+                    "enqueued": outcome.enqueued})
+        return self.outcomes
+
+
+class StagedDeliveries:
+    """A batch written in a transaction still open, as ``DeliveryLog.stage`` leaves it
+    (a ``service.group_commit.Staged``)."""
+
+    def __init__(self, parsed: _Parsed, transaction: OpenTransaction | None) -> None:
+        self._parsed = parsed
+        self._transaction = transaction
+
+    def commit(self) -> None:
+        """COMMIT: the WAL sync. Blocking; rolls back if it fails."""
+        if self._transaction is not None:
+            self._transaction.commit()
+
+    def committed(self) -> list[Result | Exception]:
+        return self._parsed.log()
+
+    def failed(self, exc: Exception) -> list[Result | Exception]:
+        self._parsed.fill([exc] * len(self._parsed.items))
+        return self._parsed.log()
+
+
+class DeliveryLog:
+    """Records deliveries and carries out what they ask.
+
+    Two ways in, the same effect: ``stage`` on the event loop, for a batch that can take
+    the write lock at once (``service.group_commit`` commits it on a thread), and
+    ``receive_batch`` on a worker thread, which waits for the lock and commits itself.
+    The trigger rules run inside the transaction, so their ``agent_comments`` lookup
+    (``store.read()``) reads through it.
     """
 
     def __init__(self, store: SqliteStore, queue: ReviewQueue,
@@ -199,43 +289,47 @@ class DeliveryLog:
         self._queue = queue
         self._triggers = triggers
 
-    def ingest(self, delivery: Delivery, now: datetime) -> Result:
-        """Record ``delivery`` and apply it in a transaction of its own. Store errors raise."""
-        outcome = self.ingest_batch([(delivery, now)])[0]
-        if isinstance(outcome, Exception):
-            raise outcome
-        return outcome
+    def stage(self, batch: Sequence[tuple[Received, datetime]]) -> StagedDeliveries | None:
+        """Parse and write ``batch`` in a transaction begun without waiting, left open.
+
+        Never blocks: None (nothing done) when another connection holds the write lock, and
+        also when writing failed, so that ``receive_batch`` writes the batch instead and, if
+        one delivery is at fault, fails only that one. A batch with a body over
+        ``ON_LOOP_BYTES`` goes that way too: parsing it would hold up the loop.
+        """
+        if any(len(received.body) > ON_LOOP_BYTES for received, _ in batch):
+            return None
+        parsed = _Parsed(batch)
+        if not parsed.items:
+            return StagedDeliveries(parsed, None)
+        transaction = self._store.try_begin()
+        if transaction is None:
+            return None
+        try:
+            with transaction.using() as conn:
+                parsed.fill(self._write_in(conn, parsed.deliveries))
+        except Exception:
+            transaction.rollback()
+            return None
+        return StagedDeliveries(parsed, transaction)
 
     def receive_batch(
         self, batch: Sequence[tuple[Received, datetime]]
     ) -> list[Result | Exception]:
-        """Parse each delivery (outside any transaction), then ``ingest_batch`` the lot.
+        """Parse, write and commit ``batch``, waiting for the write lock. Blocking.
 
         An unparseable body is a 400 result, recorded nowhere. If the transaction fails,
         every parsed delivery of the batch gets its exception.
         """
-        outcomes: list[Result | Exception] = []
-        parsed: list[tuple[int, tuple[Delivery, datetime]]] = []
-        for received, now in batch:
+        parsed = _Parsed(batch)
+        if parsed.items:
             try:
-                parsed.append((len(outcomes), (received.parse(), now)))
-                outcomes.append(Result(0, "", received.delivery_id))  # replaced below
-            except PayloadError as exc:
-                log.warning("webhook refused: unparseable body", extra={
-                    "delivery_id": received.delivery_id, "event": received.event,
-                    "error": str(exc)})
-                outcomes.append(Result(400, "unparseable", received.delivery_id,
-                                       error=f"unparseable body: {exc}"))
-        if parsed:
-            try:
-                done = self.ingest_batch([item for _, item in parsed])
+                parsed.fill(self._ingest(parsed.deliveries))
             except Exception as exc:
-                done = [exc] * len(parsed)
-            for (index, _), outcome in zip(parsed, done, strict=True):
-                outcomes[index] = outcome
-        return outcomes
+                parsed.fill([exc] * len(parsed.items))
+        return parsed.log()
 
-    def ingest_batch(
+    def _ingest(
         self, batch: Sequence[tuple[Delivery, datetime]]
     ) -> list[Result | Exception]:
         """Several deliveries in one transaction: one COMMIT (one WAL sync) for the lot.
@@ -243,71 +337,61 @@ class DeliveryLog:
         Raises when the transaction cannot be had or kept (contention past the busy
         timeout, a closed store): none was recorded. If one delivery fails otherwise, the
         batch is rolled back and each delivery written alone, so only that one gets its
-        exception. Each recorded delivery is logged once its commit is done.
+        exception.
         """
         try:
-            outcomes: list[Result | Exception] = list(self._write(batch))
+            return list(self._write(batch))
         except Exception as exc:
             if len(batch) == 1 or is_contention(exc) or isinstance(exc, StoreClosedError):
                 raise
-            outcomes = []
-            for item in batch:
-                try:
-                    outcomes.extend(self._write([item]))
-                except Exception as alone:
-                    outcomes.append(alone)
-        for (delivery, _), outcome in zip(batch, outcomes, strict=True):
-            if isinstance(outcome, Result):
-                log.info("webhook delivery", extra={
-                    **delivery.log_fields(), "outcome": outcome.outcome,
-                    "enqueued": outcome.enqueued})
+        outcomes: list[Result | Exception] = []
+        for item in batch:
+            try:
+                outcomes.extend(self._write([item]))
+            except Exception as alone:
+                outcomes.append(alone)
         return outcomes
 
     def _write(self, batch: Sequence[tuple[Delivery, datetime]]) -> list[Result]:
-        # Few statements per delivery on purpose: sqlite3 releases the GIL around every
-        # one, and each release can hand the GIL to the event loop and back (two context
-        # switches). So: one SELECT for the batch's ids, one INSERT for its rows.
+        with self._store.transaction() as conn:
+            return self._write_in(conn, batch)
+
+    def _write_in(self, conn: sqlite3.Connection,
+                  batch: Sequence[tuple[Delivery, datetime]]) -> list[Result]:
+        # A few statements per batch, not per delivery: one SELECT for the batch's ids, the
+        # queue's few for all its decisions (``apply_decisions``), one INSERT for the rows.
         ids = [delivery.delivery_id for delivery, _ in batch]
         results: list[Result] = []
-        rows: list[object] = []
-        with self._store.transaction() as conn:
-            seen = {str(row[0]) for row in conn.execute(
-                _SEEN.format(", ".join("?" * len(ids))), ids)}
-            for delivery, now in batch:
-                if delivery.delivery_id in seen:  # recorded before, or earlier in this batch
-                    results.append(Result(200, "duplicate", delivery.delivery_id))
-                    continue
-                seen.add(delivery.delivery_id)
-                result = self._apply(conn, delivery, now)
+        recorded: list[tuple[Delivery, datetime, Result]] = []
+        triggered: list[tuple[Result, Decision, datetime]] = []
+        seen = {str(row[0]) for row in conn.execute(
+            _SEEN.format(", ".join("?" * len(ids))), ids)}
+        for delivery, now in batch:
+            if delivery.delivery_id in seen:  # recorded before, or earlier in this batch
+                results.append(Result(200, "duplicate", delivery.delivery_id))
+                continue
+            seen.add(delivery.delivery_id)
+            if delivery.event == "ping":
+                result = Result(200, "ping", delivery.delivery_id)
+            elif delivery.event in ("installation", "installation_repositories"):
+                result = self._installation(conn, delivery, now)
+            else:
+                result = Result(202, "", delivery.delivery_id)
+                triggered.append((result, self._classify(delivery), now))
+            recorded.append((delivery, now, result))
+            results.append(result)
+        if triggered:
+            decisions = [(decision, now) for _, decision, now in triggered]
+            for (result, decision, _), applied in zip(triggered, apply_decisions(
+                    conn, self._queue, decisions), strict=True):
+                _describe(result, decision, applied)
+        if recorded:
+            rows: list[object] = []
+            for delivery, now, result in recorded:
                 rows += (delivery.delivery_id, delivery.event, delivery.action,
                          delivery.installation_id, to_db_time(now), result.outcome)
-                results.append(result)
-            if rows:
-                conn.execute(_RECORD + ", ".join([_ROW] * (len(rows) // 6)), rows)
+            conn.execute(_RECORD + ", ".join([_ROW] * len(recorded)), rows)
         return results
-
-    def _apply(self, conn: sqlite3.Connection, delivery: Delivery, now: datetime) -> Result:
-        if delivery.event == "ping":
-            return Result(200, "ping", delivery.delivery_id)
-        if delivery.event in ("installation", "installation_repositories"):
-            return self._installation(conn, delivery, now)
-        return self._trigger(conn, delivery, now)
-
-    def _trigger(self, conn: sqlite3.Connection, delivery: Delivery, now: datetime) -> Result:
-        decision = self._classify(delivery)
-        applied = apply_decision(conn, self._queue, decision, now=now)
-        result = Result(202, "", delivery.delivery_id,
-                        enqueued=applied.enqueued + applied.duplicates,
-                        ignored=safe_text(applied.ignored))
-        if applied.enqueued:
-            result.outcome = "enqueued"
-        elif applied.duplicates:
-            result.outcome = "already_queued"
-        elif isinstance(decision, Close):
-            result.outcome = f"closed:cancelled={len(applied.cancelled)}"
-        else:
-            result.outcome = f"ignored:{result.ignored}"
-        return result
 
     def _classify(self, delivery: Delivery) -> Decision:
         try:

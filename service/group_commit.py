@@ -1,61 +1,83 @@
-"""Group commit: one writer thread records webhook deliveries, many to a transaction.
+"""Group commit: webhook deliveries written many to a transaction, on the event loop.
 
 The receiver answers a delivery only once the transaction holding it has committed, and
-with ``synchronous = FULL`` every commit is a WAL sync (about 2 ms under load here). One
-transaction per delivery would queue every request behind every other one's sync, so
-deliveries that arrive while a batch is being written wait and go together in the next:
-one ``BEGIN IMMEDIATE``, one sync, one wake-up of the event loop for the lot.
+with ``synchronous = FULL`` every commit is a WAL sync. One transaction per delivery
+would queue every request behind every other one's sync, so deliveries that arrive while
+a batch is being written wait and go together in the next: one ``BEGIN IMMEDIATE``, a
+few statements, one sync for the lot.
 
-Why a thread of its own rather than ``anyio.to_thread`` per batch: the event loop must not
-block on a WAL sync or on another process holding the write lock (up to the busy
-timeout), and a thread hop costs more CPU here than the SQL it carries. A long-lived
-thread takes work from a list under a condition variable and hands results back with one
-``call_soon_threadsafe`` per batch; it retires after ``idle`` seconds without work and is
-started again by the next delivery. Being the only writer of this process also keeps our
-threads from queueing on SQLite's lock, whose busy handler sleeps in coarse steps.
+Where each part runs, and why:
 
-Under load the first arrival after a commit would go alone and the rest wait a whole sync
-behind it, so batches would alternate 1, N, 1, N. When fewer than half as many are waiting
-as the previous batch held, and that batch was written moments ago, the writer waits up
-to ``coalesce`` seconds for them first.
+- **The statements run on the event loop** (``stage``). Once the write lock is held they
+  only touch pages in memory -- SQLite writes the WAL at COMMIT -- so they are quick, and
+  one thread then holds the GIL for the whole request. A writer thread doing this work
+  traded the GIL with the loop around every SQLite call, several context switches per
+  delivery, and cost about a third more CPU per request (docs/PERFORMANCE.md).
+- **Waiting for the lock never happens on the loop.** ``stage`` begins without waiting
+  (``SqliteStore.try_begin``); when another connection holds the write lock it returns
+  None and the whole batch is written on a worker thread instead (``write``), which
+  waits up to the busy timeout as every other writer does.
+- **The COMMIT's sync runs on the loop while syncs are quick**: a fraction of a
+  millisecond on an SSD, where handing it to a thread and back costs more CPU than the
+  wait, and the requests that arrive meanwhile simply wait in the socket buffers for the
+  next batch. When the syncs' running average (``1/8`` weight on the newest) passes
+  ``INLINE_SYNC_SECONDS``, the next batches are committed on a worker thread, so a slow
+  disk cannot stall the loop; one batch in ``PROBE_EVERY`` is still synced on the loop,
+  and one quick probe brings the commits back. A lone slow sync does not move the
+  average that far.
+
+A batch starts one pass of the loop after its first delivery arrived, so the requests
+read in that pass join it; a lone delivery goes at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final, Generic, TypeVar
+from typing import Final, Generic, Protocol, TypeVar
 
-__all__ = ["GroupCommit"]
+__all__ = ["GroupCommit", "Staged"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
 
 #: At most this many deliveries share one transaction (bounds how long the lock is held).
 MAX_BATCH: Final = 128
-#: How long the writer may wait, under load, for the rest of a batch to arrive.
-COALESCE_SECONDS: Final = 0.002
-#: A writer thread with nothing to do for this long ends; the next delivery starts one.
-IDLE_SECONDS: Final = 10.0
+#: Syncs slower than this on average send the next batches' COMMITs to a worker thread.
+INLINE_SYNC_SECONDS: Final = 0.005
+#: While syncs are slow, one batch in this many is still committed on the loop.
+PROBE_EVERY: Final = 32
+
+
+class Staged(Protocol[R_co]):
+    """A batch written in an open transaction that still has to be committed."""
+
+    def commit(self) -> None:
+        """COMMIT (blocking: the sync). Run on a worker thread. Rolls back if it fails."""
+
+    def committed(self) -> Sequence[R_co | Exception]:
+        """On the loop, after ``commit`` returned: one outcome per item."""
+
+    def failed(self, exc: Exception) -> Sequence[R_co | Exception]:
+        """On the loop, after ``commit`` raised ``exc``: one outcome per item."""
 
 
 @dataclass(slots=True)
 class _Item(Generic[T, R]):
     value: T
     now: datetime
-    loop: asyncio.AbstractEventLoop
     future: asyncio.Future[R]
 
 
 def _resolve(items: Sequence[_Item[T, R]], outcomes: Sequence[R | Exception]) -> None:
-    """On the event loop: hand each waiting request its outcome."""
+    """Hand each waiting request its outcome."""
     for item, outcome in zip(items, outcomes, strict=True):
         if item.future.done():  # its request was cancelled meanwhile
             continue
@@ -66,111 +88,127 @@ def _resolve(items: Sequence[_Item[T, R]], outcomes: Sequence[R | Exception]) ->
 
 
 class GroupCommit(Generic[T, R]):
-    """Runs ``write(batch)`` on one writer thread for everything ``submit``-ted meanwhile.
+    """Writes everything ``submit``-ted meanwhile as one batch, one batch at a time.
 
-    ``write`` takes ``[(value, now), ...]`` and returns one outcome per item, a result or
-    the exception that item failed with; an exception raised by ``write`` itself fails
-    the whole batch. ``submit`` may be awaited from any event loop (each item is answered
-    on the loop it came from).
+    ``stage(batch)`` runs on the event loop and must not block: it returns a ``Staged``
+    batch, or None when it cannot start without waiting; its ``commit`` runs on the loop
+    or on a worker thread as the module docstring says (``timer`` measures the syncs).
+    ``write(batch)`` is the blocking path, run on a worker thread: it writes and commits
+    the batch itself. Both take
+    ``[(value, now), ...]``; ``write`` and ``Staged`` return one outcome per item, a result
+    or the exception that item failed with. An exception raised by ``stage``, ``write``
+    or ``commit`` fails the whole batch.
+
+    One event loop at a time drains a ``GroupCommit``; a delivery submitted from another
+    loop meanwhile is written alone on the blocking path.
     """
 
     def __init__(
         self,
+        stage: Callable[[Sequence[tuple[T, datetime]]], Staged[R] | None],
         write: Callable[[Sequence[tuple[T, datetime]]], Sequence[R | Exception]],
         *,
         max_batch: int = MAX_BATCH,
-        coalesce: float = COALESCE_SECONDS,
-        idle: float = IDLE_SECONDS,
-        name: str = "group-commit",
+        inline_sync: float = INLINE_SYNC_SECONDS,
+        timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
+        self._stage = stage
         self._write = write
         self._max_batch = max_batch
-        self._coalesce = coalesce
-        self._idle = idle
-        self._name = name
-        self._cond = threading.Condition(threading.Lock())
+        self._inline_sync = inline_sync
+        self._timer = timer
+        self._sync_average = 0.0  # seconds, over the syncs timed on the loop
+        self._slow = 0  # batches committed on a thread since the average went over
         self._pending: list[_Item[T, R]] = []
-        self._thread: threading.Thread | None = None
-        self._idle_wait = False  # the writer waits for any work
-        self._wanted = 0  # the writer waits until this many are pending (0: not waiting)
-        self._last_batch = 0
-        self._last_end = 0.0  # time.monotonic() when the last batch was written
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop draining, if any
+        self._drain_task: asyncio.Task[None] | None = None
 
     @property
-    def running(self) -> bool:
-        """Whether a writer thread is alive now (it retires when idle)."""
-        with self._cond:
-            return self._thread is not None
+    def draining(self) -> bool:
+        """Whether a batch is being written now."""
+        return self._drain_task is not None
+
+    @property
+    def syncs_on_loop(self) -> bool:
+        """Whether the next batch's COMMIT runs on the event loop (syncs are quick)."""
+        return self._slow == 0
 
     async def submit(self, value: T, now: datetime) -> R:
-        """Queue ``value`` for the next batch and wait until that batch is written."""
+        """Queue ``value`` for the next batch and wait until that batch is committed."""
         loop = asyncio.get_running_loop()
+        if self._loop is not None and self._loop is not loop:
+            return _single(await self._blocking(loop, [(value, now)]))
         future: asyncio.Future[R] = loop.create_future()
-        with self._cond:
-            self._pending.append(_Item(value, now, loop, future))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-                self._thread.start()
-            elif self._idle_wait or (self._wanted and len(self._pending) >= self._wanted):
-                self._cond.notify()
+        self._pending.append(_Item(value, now, future))
+        if self._drain_task is None:
+            self._loop = loop
+            self._drain_task = loop.create_task(self._drain())
         return await future
 
-    # -- the writer thread --
+    async def _drain(self) -> None:
+        loop = asyncio.get_running_loop()
+        items: list[_Item[T, R]] = []
+        try:
+            await asyncio.sleep(0)  # one more pass of the loop: what it reads joins the batch
+            while self._pending:
+                items = self._pending[:self._max_batch]
+                del self._pending[:self._max_batch]
+                outcomes = await self._batch(loop, [(item.value, item.now) for item in items])
+                _resolve(items, outcomes)
+                items = []
+        finally:
+            self._loop = None
+            self._drain_task = None
+            # Only reached with work left if this task was cancelled (the loop is ending):
+            # whoever still waits is told rather than left hanging.
+            stopped = RuntimeError("the webhook writer stopped before this delivery was written")
+            _resolve(items + self._pending, [stopped] * (len(items) + len(self._pending)))
+            self._pending.clear()
 
-    def _run(self) -> None:
-        while True:
-            batch = self._take()
-            if batch is None:
-                return
-            try:
-                outcomes: Sequence[R | Exception] = self._write(
-                    [(item.value, item.now) for item in batch])
-                if len(outcomes) != len(batch):
-                    raise RuntimeError(f"{len(outcomes)} outcomes for {len(batch)} items")
-            except Exception as exc:
-                outcomes = [exc] * len(batch)
-            self._last_batch = len(batch)
-            self._last_end = time.monotonic()
-            self._answer(batch, outcomes)
+    async def _batch(self, loop: asyncio.AbstractEventLoop,
+                     batch: list[tuple[T, datetime]]) -> Sequence[R | Exception]:
+        try:
+            staged = self._stage(batch)
+        except Exception as exc:
+            return [exc] * len(batch)
+        if staged is None:
+            return await self._blocking(loop, batch)
+        try:
+            if self._slow % PROBE_EVERY == 0:
+                started = self._timer()
+                staged.commit()
+                elapsed = self._timer() - started
+                if self._slow and elapsed <= self._inline_sync:
+                    self._sync_average = elapsed  # a quick probe: the disk is quick again
+                else:
+                    self._sync_average += (elapsed - self._sync_average) / 8
+                self._slow = int(self._sync_average > self._inline_sync)
+            else:
+                await loop.run_in_executor(None, staged.commit)
+                self._slow += 1
+        except Exception as exc:
+            return _checked(staged.failed(exc), batch)
+        return _checked(staged.committed(), batch)
 
-    def _take(self) -> list[_Item[T, R]] | None:
-        """The next batch, or None when the thread should end (idle too long)."""
-        with self._cond:
-            if not self._pending:
-                self._idle_wait = True
-                try:
-                    self._cond.wait(self._idle)
-                finally:
-                    self._idle_wait = False
-                if not self._pending:
-                    self._thread = None
-                    return None
-            wanted = self._last_batch // 2
-            if (len(self._pending) < wanted
-                    and time.monotonic() - self._last_end < self._coalesce * 5):
-                self._wanted = wanted
-                try:
-                    self._cond.wait_for(lambda: len(self._pending) >= wanted, self._coalesce)
-                finally:
-                    self._wanted = 0
-            batch = self._pending[:self._max_batch]
-            del self._pending[:self._max_batch]
-            return batch
+    async def _blocking(self, loop: asyncio.AbstractEventLoop,
+                        batch: list[tuple[T, datetime]]) -> Sequence[R | Exception]:
+        try:
+            return _checked(await loop.run_in_executor(None, self._write, batch), batch)
+        except Exception as exc:
+            return [exc] * len(batch)
 
-    @staticmethod
-    def _answer(batch: list[_Item[T, R]], outcomes: Sequence[R | Exception]) -> None:
-        # One wake-up per event loop per batch (in the service there is one loop).
-        by_loop: dict[asyncio.AbstractEventLoop, tuple[list[_Item[T, R]], list[R | Exception]]]
-        by_loop = {}
-        for item, outcome in zip(batch, outcomes, strict=True):
-            items, results = by_loop.setdefault(item.loop, ([], []))
-            items.append(item)
-            results.append(outcome)
-        for loop, (items, results) in by_loop.items():
-            try:
-                loop.call_soon_threadsafe(_resolve, items, results)
-            except RuntimeError:  # that loop has closed: nobody is waiting any more
-                log.debug("batch written after its event loop closed",
-                          extra={"deliveries": len(items)})
+
+def _checked(outcomes: Sequence[R | Exception], batch: Sequence[object]) -> Sequence[R | Exception]:
+    if len(outcomes) != len(batch):
+        error = RuntimeError(f"{len(outcomes)} outcomes for {len(batch)} items")
+        return [error] * len(batch)
+    return outcomes
+
+
+def _single(outcomes: Sequence[R | Exception]) -> R:
+    outcome = outcomes[0]
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import cast
 
 from service.queue import ReviewQueue
 from service.store import SqliteStore, to_db_time
@@ -37,6 +39,14 @@ class Applied:
     cancelled: list[str] = field(default_factory=list)   # pending rows of a closed PR
     ignored: str | None = None                           # the reason, for one Ignore
 
+    def add(self, more: Applied) -> None:
+        """Count ``more`` in as well (the last reason ignored wins)."""
+        self.enqueued += more.enqueued
+        self.duplicates += more.duplicates
+        self.cancelled += more.cancelled
+        if more.ignored is not None:
+            self.ignored = more.ignored
+
 
 def apply_decision(
     conn: sqlite3.Connection, queue: ReviewQueue, decision: Decision, *, now: datetime,
@@ -44,22 +54,50 @@ def apply_decision(
 ) -> Applied:
     """Carry out ``decision`` inside ``conn``'s transaction and say what happened."""
     result = applied if applied is not None else Applied()
-    if isinstance(decision, Enqueue):
-        key = decision.job.dedupe_key
-        if queue.enqueue(decision.job, now=now, conn=conn):
-            result.enqueued.append(key)
-        else:
-            result.duplicates.append(key)
-    elif isinstance(decision, Close):
-        result.cancelled.extend(
-            queue.cancel_pull_request(decision.repo, decision.pr_number, conn=conn))
-        conn.execute(_RECORD_CLOSE, {
-            "repo": decision.repo, "pr_number": decision.pr_number,
-            "merged": int(decision.merged), "closed_at": to_db_time(now),
-        })
-    elif isinstance(decision, Ignore):
-        result.ignored = decision.reason
+    result.add(apply_decisions(conn, queue, [(decision, now)])[0])
     return result
+
+
+def apply_decisions(
+    conn: sqlite3.Connection, queue: ReviewQueue,
+    decisions: Sequence[tuple[Decision, datetime]],
+) -> list[Applied]:
+    """Carry out each ``(decision, now)`` in order inside ``conn``'s transaction.
+
+    Returns one ``Applied`` per decision.
+
+    Consecutive enqueues go to the queue together (``ReviewQueue.enqueue_many``, a few
+    statements for the lot); a close is applied where it stands, so it cancels what was
+    enqueued before it and not what comes after.
+    """
+    results = [Applied() for _ in decisions]
+    run: list[int] = []  # indexes of the enqueues not yet written
+
+    def flush() -> None:
+        jobs = [(cast(Enqueue, decisions[i][0]).job, decisions[i][1]) for i in run]
+        for i, (job, _), new in zip(run, jobs, queue.enqueue_many(jobs, conn=conn),
+                                    strict=True):
+            (results[i].enqueued if new else results[i].duplicates).append(job.dedupe_key)
+        run.clear()
+
+    for index, (decision, now) in enumerate(decisions):
+        if isinstance(decision, Enqueue):
+            run.append(index)
+            continue
+        if run:
+            flush()
+        if isinstance(decision, Close):
+            results[index].cancelled.extend(
+                queue.cancel_pull_request(decision.repo, decision.pr_number, conn=conn))
+            conn.execute(_RECORD_CLOSE, {
+                "repo": decision.repo, "pr_number": decision.pr_number,
+                "merged": int(decision.merged), "closed_at": to_db_time(now),
+            })
+        elif isinstance(decision, Ignore):
+            results[index].ignored = decision.reason
+    if run:
+        flush()
+    return results
 
 
 class AgentComments:

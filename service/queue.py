@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
@@ -83,15 +84,25 @@ _COLUMNS = (
     "enqueued_at, leased_until, owner, comment_id, comment_source, command"
 )
 
-_INSERT = f"""
+# Several jobs go in one multi-row INSERT (``enqueue_many``): the webhook writer records a
+# whole batch of deliveries in one transaction, and every statement is a round trip
+# through the GIL. A conflicting key changes nothing unless it revives a cancelled
+# pr_opened; ``_plan`` mirrors that rule to say which rows are new.
+_REVIVE_KIND: Final = "pr_opened"
+_REVIVABLE: Final = frozenset(sources("revive"))
+_INSERT_HEAD = """
 INSERT INTO queue (dedupe_key, kind, repo, pr_number, head_sha, actor_id, status,
                    attempts, enqueued_at, comment_id, comment_source, command)
-VALUES (:dedupe_key, :kind, :repo, :pr_number, :head_sha, :actor_id, '{PENDING}',
-        0, :enqueued_at, :comment_id, :comment_source, :command)
+VALUES """
+_INSERT_ROW = f"(?, ?, ?, ?, ?, ?, '{PENDING}', 0, ?, ?, ?, ?)"
+_INSERT_TAIL = f"""
 ON CONFLICT (dedupe_key) DO UPDATE SET status = '{target("revive")}',
                                        enqueued_at = excluded.enqueued_at
- WHERE queue.status IN {_in("revive")} AND queue.kind = 'pr_opened'
+ WHERE queue.status IN {_in("revive")} AND queue.kind = '{_REVIVE_KIND}'
 """
+_KNOWN = "SELECT dedupe_key, kind, status FROM queue WHERE dedupe_key IN ({})"
+#: Rows per INSERT: far under SQLite's limit of 32 766 bound values.
+_CHUNK: Final = 500
 
 # A status that is 'claimed' with a lapsed lease is, for every purpose, not leased. On a
 # 'pending' row ``leased_until`` is a not-before time: a failed attempt handed back with a
@@ -139,10 +150,14 @@ UPDATE queue SET leased_until = :until
  WHERE dedupe_key = :key AND owner = :owner AND status = '{CLAIMED}'
 """
 
+# One statement for every pull request that got a new pr_opened: (repo, number, newest key).
 _SUPERSEDE_OLDER = f"""
 UPDATE queue SET status = '{target("supersede")}'
- WHERE kind = 'pr_opened' AND repo = :repo AND pr_number = :pr_number
-   AND dedupe_key != :key AND status IN {_in("supersede")}
+  FROM (VALUES {{}}) AS newest
+ WHERE queue.kind = 'pr_opened' AND queue.repo = newest.column1
+   AND queue.pr_number = newest.column2 AND queue.dedupe_key != newest.column3
+   AND queue.status IN {_in("supersede")}
+RETURNING queue.repo, queue.pr_number
 """
 
 _CANCEL_PR = f"""
@@ -218,6 +233,22 @@ def _row(values: tuple[object, ...] | sqlite3.Row) -> QueueRow:
     )
 
 
+def _plan(jobs: Sequence[Job], known: dict[str, tuple[str, str]]) -> list[bool]:
+    """Which of ``jobs``, inserted in order, make a new or revived row (the INSERT's rule)."""
+    status = {key: state for key, (_, state) in known.items()}
+    kinds = {key: kind for key, (kind, _) in known.items()}
+    new = []
+    for job in jobs:
+        key = job.dedupe_key
+        current = status.get(key)
+        is_new = current is None or (
+            current in _REVIVABLE and kinds.get(key) == _REVIVE_KIND)
+        if is_new:
+            status[key], kinds[key] = PENDING, job.kind
+        new.append(is_new)
+    return new
+
+
 class ReviewQueue:
     """The queue over a ``SqliteStore``. Every method is one short write transaction."""
 
@@ -250,28 +281,66 @@ class ReviewQueue:
         Pass ``conn`` to enqueue inside a caller's transaction (the webhook receiver
         records the delivery and its enqueues together).
         """
+        return self.enqueue_many([(job, now)], conn=conn)[0]
+
+    def enqueue_many(self, jobs: Sequence[tuple[Job, datetime]], *,
+                     conn: sqlite3.Connection | None = None) -> list[bool]:
+        """``enqueue`` each ``(job, now)``, in order, in a few statements; one flag each.
+
+        The outcome is the same as calling ``enqueue`` for each in turn: a key given twice
+        is new at most once, and of several new heads of one pull request only the last
+        stays pending.
+        """
         if conn is None:
             with self._store.transaction() as own:
-                return self._enqueue(own, job, now)
-        return self._enqueue(conn, job, now)
+                return self._enqueue_many(own, jobs)
+        return self._enqueue_many(conn, jobs)
 
-    def _enqueue(self, conn: sqlite3.Connection, job: Job, now: datetime) -> bool:
-        key = job.dedupe_key
-        cur = conn.execute(_INSERT, {
-            "dedupe_key": key, "kind": job.kind, "repo": job.repo,
-            "pr_number": job.pr_number, "head_sha": job.head_sha, "actor_id": job.actor_id,
-            "enqueued_at": to_db_time(now), "comment_id": job.comment_id,
-            "comment_source": job.comment_source, "command": job.command,
-        })
-        new = cur.rowcount == 1
-        if new and job.kind == "pr_opened":
-            superseded = conn.execute(_SUPERSEDE_OLDER, {
-                "repo": job.repo, "pr_number": job.pr_number, "key": key,
-            }).rowcount
-            if superseded:
-                log.info("superseded %d older pending review(s)", superseded,
-                         extra={"repo": job.repo, "pr": job.pr_number, "dedupe_key": key})
+    def _enqueue_many(self, conn: sqlite3.Connection,
+                      jobs: Sequence[tuple[Job, datetime]]) -> list[bool]:
+        new: list[bool] = []
+        for start in range(0, len(jobs), _CHUNK):
+            new += self._insert(conn, jobs[start:start + _CHUNK])
+        # The last new head of each pull request is the one that stays pending.
+        newest: dict[tuple[str, int], str] = {}
+        for (job, _), is_new in zip(jobs, new, strict=True):
+            if is_new and job.kind == "pr_opened":
+                newest[(job.repo, job.pr_number)] = job.dedupe_key
+        if newest:
+            self._supersede_older(conn, newest)
         return new
+
+    def _insert(self, conn: sqlite3.Connection,
+                jobs: Sequence[tuple[Job, datetime]]) -> list[bool]:
+        keys = [job.dedupe_key for job, _ in jobs]
+        known = {str(key): (str(kind), str(status)) for key, kind, status in conn.execute(
+            _KNOWN.format(", ".join("?" * len(keys))), keys)}
+        new = _plan([job for job, _ in jobs], known)
+        values: list[object] = []
+        for job, now in jobs:
+            values += (job.dedupe_key, job.kind, job.repo, job.pr_number, job.head_sha,
+                       job.actor_id, to_db_time(now), job.comment_id, job.comment_source,
+                       job.command)
+        changed = conn.execute(
+            _INSERT_HEAD + ", ".join([_INSERT_ROW] * len(jobs)) + _INSERT_TAIL, values
+        ).rowcount
+        if changed != sum(new):
+            # _plan no longer says what the INSERT does: refuse rather than misreport.
+            raise RuntimeError(f"enqueue changed {changed} rows where {sum(new)} were new")
+        return new
+
+    def _supersede_older(self, conn: sqlite3.Connection,
+                         newest: dict[tuple[str, int], str]) -> None:
+        values: list[object] = []
+        for (repo, pr_number), key in newest.items():
+            values += (repo, pr_number, key)
+        rows = conn.execute(
+            _SUPERSEDE_OLDER.format(", ".join(["(?, ?, ?)"] * len(newest))), values
+        ).fetchall()
+        superseded = Counter((str(repo), int(pr)) for repo, pr in rows)
+        for (repo, pr_number), count in superseded.items():
+            log.info("superseded %d older pending review(s)", count, extra={
+                "repo": repo, "pr": pr_number, "dedupe_key": newest[(repo, pr_number)]})
 
     def cancel_pull_request(
         self, repo: str, pr_number: int, *, conn: sqlite3.Connection | None = None

@@ -14,10 +14,9 @@ A delivery is checked in this order, each answered as DESIGN.md says:
    ``ping`` (200), an installation change to ``repositories`` (202), or the trigger rules'
    decision applied to the queue (202). A store failure is the one 5xx: 503.
 
-Steps 1-3 (but the parse) run on the event loop. Parsing, the rules, the store and the log
-line run on the writer thread (``service.group_commit``), which takes every delivery that
-arrived while it was busy as one batch. A delivery is answered only after the transaction
-holding it committed.
+Everything runs on the event loop but the COMMIT, whose WAL sync runs on a worker thread
+(``service.group_commit``): every delivery that arrives meanwhile goes in the next batch,
+one transaction. A delivery is answered only after the transaction holding it committed.
 
 Why plain ASGI: this is the one route that takes load, and the framework's per-request
 machinery (middleware layers, a ``Request`` object, routing, ``JSONResponse``) cost more
@@ -129,7 +128,7 @@ class WebhookReceiver:
         self._limit = config.server.max_body_bytes
         self._secrets = config.github.webhook_secrets
         self._writer: GroupCommit[Received, Result] = GroupCommit(
-            deliveries.receive_batch, name="webhook-writer")
+            deliveries.stage, deliveries.receive_batch)
         self._clock = clock
         self._on_change = on_installation_change
         self._on_enqueued = on_enqueued

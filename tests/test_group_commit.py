@@ -1,38 +1,100 @@
-"""The webhook writer thread (``service.group_commit``), with real threads and event loops."""
+"""Group commit (``service.group_commit``), with real event loops and worker threads.
+
+The store side is faked here (``tests/test_deliveries_stage.py`` has the real one): a
+``stage`` that records its batches and a ``Staged`` whose commit can be held or fail.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import threading
-import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 
 import pytest
 
-from service.group_commit import GroupCommit
+from service.group_commit import PROBE_EVERY, GroupCommit
 
 NOW = datetime(2026, 5, 4, 12, 0, tzinfo=UTC)
+Outcome = str | Exception
 
 
-class Recorder:
-    """A ``write`` that records its batches; the first call can be held until released."""
+def _outcomes(values: Sequence[int]) -> list[Outcome]:
+    return [ValueError(f"bad {v}") if v < 0 else f"done {v}" for v in values]
 
-    def __init__(self, *, hold_first: bool = False) -> None:
-        self.batches: list[list[int]] = []
-        self.threads: set[str] = set()
+
+class FakeStaged:
+    def __init__(self, owner: FakeStore, values: list[int]) -> None:
+        self._owner = owner
+        self._values = values
+
+    def commit(self) -> None:
+        owner = self._owner
+        owner.commit_threads.append(threading.current_thread())
+        owner.committing.set()
+        owner.release.wait(5)
+        if owner.fail_commit is not None:
+            raise owner.fail_commit
+
+    def committed(self) -> Sequence[Outcome]:
+        return self._owner.answer(self._values)
+
+    def failed(self, exc: Exception) -> Sequence[Outcome]:
+        return [exc] * len(self._values)
+
+
+class FakeStore:
+    """``stage`` and ``write`` for a GroupCommit of ints, recording what each was given."""
+
+    def __init__(self) -> None:
+        self.staged: list[list[int]] = []
+        self.written: list[list[int]] = []
+        self.write_threads: list[threading.Thread] = []
+        self.commit_threads: list[threading.Thread] = []
+        self.committing = threading.Event()
         self.release = threading.Event()
-        self.entered = threading.Event()
-        if not hold_first:
-            self.release.set()
+        self.release.set()
+        self.busy = False  # stage answers None, as when another connection holds the lock
+        self.fail_stage: Exception | None = None
+        self.fail_commit: Exception | None = None
+        self.fail_write: Exception | None = None
+        self.answer = _outcomes
 
-    def __call__(self, batch: Sequence[tuple[int, datetime]]) -> list[str | Exception]:
-        self.threads.add(threading.current_thread().name)
-        self.entered.set()
-        self.release.wait(5)
-        values = [value for value, _ in batch]
-        self.batches.append(values)
-        return [ValueError(f"bad {v}") if v < 0 else f"done {v}" for v in values]
+    def stage(self, batch: Sequence[tuple[int, datetime]]) -> FakeStaged | None:
+        if self.fail_stage is not None:
+            raise self.fail_stage
+        if self.busy:
+            return None
+        values = [v for v, _ in batch]
+        self.staged.append(values)
+        return FakeStaged(self, values)
+
+    def write(self, batch: Sequence[tuple[int, datetime]]) -> list[Outcome]:
+        self.write_threads.append(threading.current_thread())
+        if self.fail_write is not None:
+            raise self.fail_write
+        values = [v for v, _ in batch]
+        self.written.append(values)
+        return _outcomes(values)
+
+
+class ScriptedTimer:
+    """A ``timer`` whose every commit takes the next of ``durations`` seconds."""
+
+    def __init__(self, durations: Iterator[float]) -> None:
+        self._durations = durations
+        self._now = 0.0
+        self._started = False
+
+    def __call__(self) -> float:
+        if self._started:  # the end of a timed commit
+            self._now += next(self._durations)
+        self._started = not self._started
+        return self._now
+
+
+def _writer(store: FakeStore, **options: object) -> GroupCommit[int, str]:
+    return GroupCommit(store.stage, store.write, **options)  # type: ignore[arg-type]
 
 
 async def _submit_all(writer: GroupCommit[int, str], values: Sequence[int]
@@ -41,44 +103,109 @@ async def _submit_all(writer: GroupCommit[int, str], values: Sequence[int]
                                 return_exceptions=True)
 
 
-def test_what_arrives_while_a_batch_is_written_goes_in_the_next_one() -> None:
-    write = Recorder(hold_first=True)
-    writer: GroupCommit[int, str] = GroupCommit(write, name="test-writer")
+def _thread_mode(store: FakeStore) -> GroupCommit[int, str]:
+    writer = _writer(store, inline_sync=0.001, timer=ScriptedTimer(iter([1.0] * 1000)))
+    assert asyncio.run(writer.submit(0, NOW)) == "done 0"  # on the loop, and slow
+    assert not writer.syncs_on_loop
+    return writer
+
+
+def test_deliveries_submitted_together_share_one_batch_committed_on_the_loop() -> None:
+    store = FakeStore()
+    writer = _writer(store)
+    loop_thread: list[threading.Thread] = []
 
     async def scenario() -> list[str | BaseException]:
-        first = asyncio.ensure_future(writer.submit(0, NOW))
-        await asyncio.to_thread(write.entered.wait, 5)  # the writer is inside batch [0]
-        rest = asyncio.ensure_future(_submit_all(writer, range(1, 21)))
-        await asyncio.sleep(0.05)  # all twenty are queued behind it
-        write.release.set()
-        return [await first, *await rest]
+        loop_thread.append(threading.current_thread())
+        return await _submit_all(writer, range(20))
 
-    outcomes = asyncio.run(scenario())
-
-    assert outcomes == [f"done {v}" for v in range(21)]
-    assert write.batches == [[0], list(range(1, 21))]
-    assert write.threads == {"test-writer"}
+    assert asyncio.run(scenario()) == [f"done {v}" for v in range(20)]
+    assert store.staged == [list(range(20))]
+    assert store.commit_threads == loop_thread  # a quick sync stays on the loop
+    assert store.written == []
 
 
-def test_a_batch_never_exceeds_max_batch() -> None:
-    write = Recorder(hold_first=True)
-    writer: GroupCommit[int, str] = GroupCommit(write, max_batch=3)
+def test_a_batch_never_exceeds_max_batch_and_keeps_arrival_order() -> None:
+    store = FakeStore()
+    writer = _writer(store, max_batch=3)
+
+    assert asyncio.run(_submit_all(writer, range(11))) == [f"done {v}" for v in range(11)]
+    assert store.staged == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10]]
+
+
+def test_while_a_slow_sync_runs_on_a_thread_the_loop_serves_and_gathers_the_next_batch(
+) -> None:
+    store = FakeStore()
+    writer = _thread_mode(store)
+    store.release.clear()
+    store.committing.clear()
+    ticks = 0
 
     async def scenario() -> list[str | BaseException]:
-        first = asyncio.ensure_future(writer.submit(0, NOW))
-        await asyncio.to_thread(write.entered.wait, 5)
-        rest = asyncio.ensure_future(_submit_all(writer, range(1, 11)))
+        nonlocal ticks
+        first = asyncio.ensure_future(writer.submit(1, NOW))
+        while not store.committing.is_set():  # the loop is free while the sync runs
+            ticks += 1
+            await asyncio.sleep(0.001)
+        rest = asyncio.ensure_future(_submit_all(writer, range(2, 22)))
         await asyncio.sleep(0.05)
-        write.release.set()
+        store.release.set()
         return [await first, *await rest]
 
-    assert asyncio.run(scenario()) == [f"done {v}" for v in range(11)]
-    assert [len(b) for b in write.batches] == [1, 3, 3, 3, 1]
-    assert [v for b in write.batches for v in b] == list(range(11))  # in arrival order
+    assert asyncio.run(scenario()) == [f"done {v}" for v in range(1, 22)]
+    assert store.staged == [[0], [1], list(range(2, 22))]
+    assert ticks > 0
+    assert threading.main_thread() not in store.commit_threads[1:]
+
+
+def test_slow_syncs_move_commits_to_a_thread_and_a_quick_probe_brings_them_back() -> None:
+    store = FakeStore()
+    durations = iter([0.0002] * 3 + [0.03] * 2 + [0.0002] * 10)
+    writer = _writer(store, inline_sync=0.005, timer=ScriptedTimer(durations))
+    on_loop: list[bool] = []
+    loop_thread = threading.current_thread()
+
+    async def scenario() -> None:
+        for value in range(5 + PROBE_EVERY + 1):
+            on_loop.append(writer.syncs_on_loop)
+            assert await writer.submit(value, NOW) == f"done {value}"
+
+    asyncio.run(scenario())
+    # The first 30 ms sync takes the average to under 4 ms, the second over 5 ms: the
+    # next PROBE_EVERY - 1 batches commit on a thread, then one is synced on the loop
+    # again (a probe) and, being quick, brings the commits back.
+    assert on_loop[:5] == [True] * 5
+    assert on_loop[5:5 + PROBE_EVERY] == [False] * PROBE_EVERY
+    assert on_loop[5 + PROBE_EVERY] is True
+    committed_on_loop = [t is loop_thread for t in store.commit_threads]
+    assert committed_on_loop == ([True] * 5 + [False] * (PROBE_EVERY - 1) + [True, True])
+
+
+def test_a_lone_slow_sync_keeps_commits_on_the_loop() -> None:
+    store = FakeStore()
+    durations = iter([0.0002, 0.03, 0.0002, 0.0002])
+    writer = _writer(store, inline_sync=0.005, timer=ScriptedTimer(durations))
+
+    async def scenario() -> None:
+        for value in range(4):
+            await writer.submit(value, NOW)
+            assert writer.syncs_on_loop
+
+    asyncio.run(scenario())
+
+
+def test_when_stage_cannot_begin_the_batch_is_written_on_a_worker_thread() -> None:
+    store = FakeStore()
+    store.busy = True
+    writer = _writer(store)
+
+    assert asyncio.run(_submit_all(writer, [1, 2])) == ["done 1", "done 2"]
+    assert store.written == [[1, 2]]
+    assert all(t is not threading.main_thread() for t in store.write_threads)
 
 
 def test_an_item_that_failed_gets_its_exception_and_the_others_their_results() -> None:
-    writer: GroupCommit[int, str] = GroupCommit(Recorder())
+    writer = _writer(FakeStore())
 
     outcomes = asyncio.run(_submit_all(writer, [1, -2, 3]))
 
@@ -86,101 +213,96 @@ def test_an_item_that_failed_gets_its_exception_and_the_others_their_results() -
     assert isinstance(outcomes[1], ValueError) and str(outcomes[1]) == "bad -2"
 
 
-def test_a_write_that_raises_fails_its_batch_and_the_writer_carries_on() -> None:
-    calls: list[list[int]] = []
+@pytest.mark.parametrize("where", ["stage", "commit", "write"])
+def test_a_failure_fails_its_batch_and_the_next_batch_is_written(where: str) -> None:
+    store = FakeStore()
+    store.busy = where == "write"
+    setattr(store, f"fail_{where}", OSError("disk full"))
+    writer = _writer(store)
 
-    def write(batch: Sequence[tuple[int, datetime]]) -> list[str | Exception]:
-        calls.append([v for v, _ in batch])
-        if len(calls) == 1:
-            raise OSError("disk full")
-        return [f"done {v}" for v, _ in batch]
-
-    writer: GroupCommit[int, str] = GroupCommit(write)
-
-    async def scenario() -> tuple[BaseException | str, str]:
-        failed = await asyncio.gather(writer.submit(1, NOW), return_exceptions=True)
-        return failed[0], await writer.submit(2, NOW)
+    async def scenario() -> tuple[list[str | BaseException], str]:
+        failed = await _submit_all(writer, [1, 2])
+        setattr(store, f"fail_{where}", None)
+        return failed, await writer.submit(3, NOW)
 
     failed, later = asyncio.run(scenario())
-    assert isinstance(failed, OSError)
-    assert later == "done 2"
+    assert all(isinstance(f, OSError) for f in failed)
+    assert later == "done 3"
 
 
-def test_a_write_that_answers_the_wrong_number_of_outcomes_fails_the_batch() -> None:
-    writer: GroupCommit[int, str] = GroupCommit(lambda batch: [])
+@pytest.mark.parametrize("path", ["staged", "write"])
+def test_the_wrong_number_of_outcomes_fails_the_batch(path: str) -> None:
+    store = FakeStore()
+    if path == "staged":
+        store.answer = lambda values: []
+    else:
+        store.busy = True
+        store.write = lambda batch: []  # type: ignore[method-assign]
+    writer = _writer(store)
 
     with pytest.raises(RuntimeError, match="0 outcomes for 1 items"):
         asyncio.run(writer.submit(1, NOW))
 
 
-def test_the_writer_thread_retires_when_idle_and_comes_back_for_the_next_delivery() -> None:
-    write = Recorder()
-    writer: GroupCommit[int, str] = GroupCommit(write, idle=0.05)
-
-    assert asyncio.run(writer.submit(1, NOW)) == "done 1"
-    deadline = time.monotonic() + 5
-    while writer.running and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not writer.running
-
-    assert asyncio.run(writer.submit(2, NOW)) == "done 2"
-    assert write.batches == [[1], [2]]
-
-
-def test_each_event_loop_is_answered_on_its_own_loop() -> None:
-    write = Recorder()
-    writer: GroupCommit[int, str] = GroupCommit(write)
-    results: dict[int, list[str | BaseException]] = {}
-
-    def loop_thread(base: int) -> None:
-        async def run() -> list[str | BaseException]:
-            loop = asyncio.get_running_loop()
-            out = await _submit_all(writer, range(base, base + 50))
-            assert asyncio.get_running_loop() is loop
-            return out
-        results[base] = asyncio.run(run())
-
-    threads = [threading.Thread(target=loop_thread, args=(base,)) for base in (0, 1000)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(10)
-
-    assert results[0] == [f"done {v}" for v in range(50)]
-    assert results[1000] == [f"done {v}" for v in range(1000, 1050)]
-    assert sorted(v for b in write.batches for v in b) == [*range(50), *range(1000, 1050)]
-
-
 def test_a_cancelled_request_is_still_written_and_harms_nobody() -> None:
-    write = Recorder(hold_first=True)
-    writer: GroupCommit[int, str] = GroupCommit(write)
+    store = FakeStore()
+    writer = _writer(store)
+
+    async def scenario() -> list[str | BaseException]:
+        doomed = asyncio.ensure_future(writer.submit(1, NOW))
+        others = asyncio.ensure_future(_submit_all(writer, [2, 3]))
+        await asyncio.sleep(0)
+        doomed.cancel()
+        return await others
+
+    assert asyncio.run(scenario()) == ["done 2", "done 3"]
+    assert store.staged == [[1, 2, 3]]
+
+
+def test_a_delivery_from_another_loop_while_one_drains_is_written_alone() -> None:
+    store = FakeStore()
+    writer = _thread_mode(store)
+    store.release.clear()
+    store.committing.clear()
+    other: list[str] = []
 
     async def scenario() -> str:
-        doomed = asyncio.ensure_future(writer.submit(1, NOW))
-        await asyncio.to_thread(write.entered.wait, 5)
-        doomed.cancel()
-        write.release.set()
-        return await writer.submit(2, NOW)
+        first = asyncio.ensure_future(writer.submit(1, NOW))
+        await asyncio.to_thread(store.committing.wait, 5)
+        # Another thread runs another loop and submits while this one's batch commits.
+        thread = threading.Thread(target=lambda: other.append(asyncio.run(writer.submit(2, NOW))))
+        thread.start()
+        await asyncio.to_thread(thread.join, 5)
+        store.release.set()
+        return await first
 
-    assert asyncio.run(scenario()) == "done 2"
-    assert write.batches == [[1], [2]]
+    assert asyncio.run(scenario()) == "done 1"
+    assert other == ["done 2"]
+    assert store.written == [[2]]
 
 
-def test_a_batch_finished_after_its_loop_closed_does_not_stop_the_writer() -> None:
-    write = Recorder(hold_first=True)
-    writer: GroupCommit[int, str] = GroupCommit(write)
-    loop = asyncio.new_event_loop()
-    task = loop.create_task(writer.submit(1, NOW))
-    loop.run_until_complete(asyncio.to_thread(write.entered.wait, 5))
-    task.cancel()
-    loop.run_until_complete(asyncio.gather(task, return_exceptions=True))
-    loop.close()
+def test_requests_still_waiting_when_the_writer_is_cancelled_are_told() -> None:
+    store = FakeStore()
+    writer = _thread_mode(store)
+    store.release.clear()
+    store.committing.clear()
 
-    write.release.set()  # the answer for item 1 now has nowhere to go
+    async def scenario() -> list[str | BaseException]:
+        waiting = asyncio.ensure_future(_submit_all(writer, [1, 2]))
+        await asyncio.to_thread(store.committing.wait, 5)
+        task = writer._drain_task
+        assert task is not None
+        task.cancel()
+        outcomes = await waiting
+        store.release.set()
+        return outcomes
 
-    assert asyncio.run(writer.submit(2, NOW)) == "done 2"
+    outcomes = asyncio.run(scenario())
+    assert all(isinstance(o, RuntimeError) and "stopped" in str(o) for o in outcomes)
+    assert not writer.draining
+    assert asyncio.run(writer.submit(3, NOW)) == "done 3"  # and the writer still works
 
 
 def test_max_batch_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_batch"):
-        GroupCommit(Recorder(), max_batch=0)
+        _writer(FakeStore(), max_batch=0)

@@ -6,11 +6,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from service.ingest import AgentComments, Applied, apply_decision
+from service.ingest import AgentComments, Applied, apply_decision, apply_decisions
 from service.queue import ReviewQueue
 from service.store import SqliteStore, to_db_time
-from service.triggers import Close, Enqueue, Ignore
+from service.triggers import Close, Decision, Enqueue, Ignore
 from tests.queue_helpers import T0, mention, opened
 
 
@@ -77,3 +79,71 @@ def test_agent_comments_lookup_sees_writes_of_the_same_transaction(store: Sqlite
         assert ours(77) is True
     assert ours(77) is True
     assert ours(78) is False
+
+
+# -- several decisions at once: the same effect as one at a time -------------------------------
+
+_JOBS = st.one_of(
+    st.builds(lambda pr, sha: opened(pr, sha * 40), st.integers(1, 2), st.sampled_from("abc")),
+    st.builds(mention, st.integers(1, 2), st.integers(1, 3)),
+)
+_DECISIONS = st.lists(st.one_of(
+    st.builds(Enqueue, _JOBS),
+    st.builds(lambda pr: Close("o/r", pr, merged=False), st.integers(1, 2)),
+    st.just(Ignore("draft")),
+), max_size=14)
+
+
+class Model:
+    """The queue's ingest rules, written out plainly: what each decision must do."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, tuple[str, int, str]] = {}  # key -> (kind, pr, status)
+
+    def apply(self, decision: Decision) -> Applied:
+        if isinstance(decision, Ignore):
+            return Applied(ignored=decision.reason)
+        if isinstance(decision, Close):
+            cancelled = [k for k, (_, pr, status) in self.rows.items()
+                         if pr == decision.pr_number and status == "pending"]
+            for key in cancelled:
+                kind, pr, _ = self.rows[key]
+                self.rows[key] = (kind, pr, "cancelled")
+            return Applied(cancelled=cancelled)
+        assert isinstance(decision, Enqueue)
+        job = decision.job
+        key = job.dedupe_key
+        known = self.rows.get(key)
+        if known is not None and not (known[2] == "cancelled" and known[0] == "pr_opened"):
+            return Applied(duplicates=[key])
+        self.rows[key] = (job.kind, job.pr_number, "pending")
+        if job.kind == "pr_opened":
+            for other, (kind, pr, status) in self.rows.items():
+                if (other != key and kind == "pr_opened" and pr == job.pr_number
+                        and status == "pending"):
+                    self.rows[other] = (kind, pr, "superseded")
+        return Applied(enqueued=[key])
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(before=_DECISIONS, batch=_DECISIONS)
+def test_a_batch_of_decisions_does_what_they_would_one_at_a_time(
+        tmp_path_factory: pytest.TempPathFactory, before: list[Decision],
+        batch: list[Decision]) -> None:
+    model = Model()
+    with SqliteStore(tmp_path_factory.mktemp("batch") / "state.db") as store:
+        queue = ReviewQueue(store)
+        with store.transaction() as conn:  # what the queue held already
+            apply_decisions(conn, queue, [(d, T0) for d in before])
+        for decision in before:
+            model.apply(decision)
+
+        with store.transaction() as conn:
+            applied = apply_decisions(conn, queue, [(d, T0) for d in batch])
+
+        assert applied == [model.apply(decision) for decision in batch]
+        with store.read() as conn:
+            stored = {str(k): str(s) for k, s in conn.execute(
+                "SELECT dedupe_key, status FROM queue")}
+        assert stored == {key: status for key, (_, _, status) in model.rows.items()}

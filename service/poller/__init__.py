@@ -2,7 +2,7 @@
 
 Per repository it lists pull requests and comments with conditional GETs, classifies what
 changed with the trigger rules the webhook receiver uses, applies the decisions through
-the same seam (``service.ingest.apply_decision``), and only then moves the watermark to
+the same seam (``service.ingest.apply_decisions``), and only then moves the watermark to
 the newest timestamp it saw. See docs/POLLER.md.
 
 - ``streams``: endpoints and the pure rules (what is new, which action it stands for);

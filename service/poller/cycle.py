@@ -6,7 +6,7 @@ For each stream the order is fixed, and it is the whole crash story:
 2. its pages are fetched (the first conditionally, unless the last attempt was
    unfinished: the ETag stored by a fetch whose items were never applied would answer
    304 and hide them, so an unfinished stream is fetched in full);
-3. every decision is applied in **one** store transaction (``service.ingest.apply_decision``,
+3. every decision is applied in **one** store transaction (``service.ingest.apply_decisions``,
    the seam the webhook receiver uses, so both paths have the same effect and keys);
 4. only after that transaction commits is the watermark advanced, to the newest
    timestamp seen in the payload (never the clock);
@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 import anyio.to_thread
 
 from service.github import GitHubClient
-from service.ingest import Applied, apply_decision
+from service.ingest import Applied, apply_decisions
 from service.jobs import CommentSource
 from service.queue import ReviewQueue
 from service.store import SqliteStore, from_db_time, watermark_key
@@ -198,8 +198,9 @@ class RepositoryPoller:
         """Decide and apply inside one write transaction (runs in a worker thread)."""
         applied = Applied()
         with self._store.transaction() as conn:
-            for decision in decide(conn):
-                apply_decision(conn, self._queue, decision, now=now, applied=applied)
+            decisions = [(decision, now) for decision in decide(conn)]
+            for one in apply_decisions(conn, self._queue, decisions):
+                applied.add(one)
         return applied
 
     def _log_applied(self, repo: str, stream: str, applied: Applied) -> None:
