@@ -19,6 +19,8 @@ import time
 from datetime import datetime
 from typing import Any, Final, Literal, TextIO
 
+import orjson
+
 from service.config import Secret
 
 LogFormat = Literal["json", "text"]
@@ -30,7 +32,8 @@ CONTEXT_FIELDS: Final = ("delivery_id", "repo", "pr", "dedupe_key", "attempt", "
 _MASK: Final = "***"
 _SENSITIVE: Final = ("token", "secret", "password", "authorization", "private_key", "jwt")
 _SCALARS: Final = frozenset({str, int, float, bool})
-# One encoder for every line: json.dumps() with options builds a new one per call.
+# The standard library's encoder, for what orjson refuses (an int beyond 64 bits, a lone
+# surrogate); one for every line: json.dumps() with options builds a new one per call.
 _ENCODER: Final = json.JSONEncoder(ensure_ascii=False, default=str)
 # Every attribute a bare LogRecord has; anything else on a record came from ``extra``.
 _STANDARD: Final = frozenset(
@@ -76,7 +79,7 @@ def _order(name: str) -> tuple[int, str]:
 
 def extra_fields(record: logging.LogRecord) -> dict[str, object]:
     """The ``extra={...}`` fields of ``record``: context fields first, secrets masked."""
-    # Written for speed: every webhook delivery logs a line, on the writer thread.
+    # Written for speed: every webhook delivery logs a line, on the event loop.
     attributes = record.__dict__
     names = [n for n in attributes if n not in _STANDARD and not n.startswith("_")]
     if not names:
@@ -98,6 +101,15 @@ def _timestamp(record: logging.LogRecord) -> str:
     return f"{_second(int(record.created))}.{int(record.msecs):03d}+00:00"
 
 
+def _dumps(line: dict[str, object]) -> str:
+    """One JSON line: orjson (about ten times faster here), the standard library for what it
+    refuses. The values are already plain (``_plain``), so both write the same data."""
+    try:
+        return orjson.dumps(line, default=str).decode("utf-8")
+    except TypeError:
+        return _ENCODER.encode(line)
+
+
 class JsonFormatter(logging.Formatter):
     """``{"ts", "level", "logger", "message", <extras>..., "exc_info"?}`` on one line."""
 
@@ -112,7 +124,7 @@ class JsonFormatter(logging.Formatter):
             line.setdefault(name, value)
         if record.exc_info:
             line["exc_info"] = self.formatException(record.exc_info)
-        return _ENCODER.encode(line)
+        return _dumps(line)
 
 
 class TextFormatter(logging.Formatter):
@@ -151,6 +163,13 @@ def configure_logging(
     uvicorn's own loggers are pointed at the root instead of their default handlers.
     Returns the handler installed.
     """
+    # Neither format shows the caller's file and line or the thread and process, so the
+    # logging module is told not to look them up (its documented optimisations): that
+    # makes a record about a third cheaper, and every webhook delivery logs one.
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
     handler.setFormatter(formatter_for(log_format))
     root = logging.getLogger()

@@ -25,13 +25,13 @@ CPU here than reading, verifying and answering the request does.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Final
 
 import anyio
+import orjson
 from starlette.types import Receive, Scope, Send
 
 from service.config import Config
@@ -55,8 +55,6 @@ _SIGNATURE: Final = b"x-hub-signature-256"
 _EVENT: Final = b"x-github-event"
 _DELIVERY: Final = b"x-github-delivery"
 _WANTED: Final = frozenset({_CONTENT_LENGTH, _CONTENT_TYPE, _SIGNATURE, _EVENT, _DELIVERY})
-# As Starlette's JSONResponse renders: compact, UTF-8, no NaN.
-_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 Answer = tuple[int, dict[str, object], tuple[tuple[bytes, bytes], ...]]
 
@@ -108,7 +106,9 @@ async def _read_body(receive: Receive, declared: str | None, limit: int) -> byte
 async def _json_answer(send: Send, status: int, content: dict[str, object],
                       headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
     """Answer ``status`` with ``content`` as JSON, in two ASGI messages."""
-    body = _ENCODER.encode(content).encode("utf-8")
+    # Compact UTF-8, as Starlette's JSONResponse renders; the answers hold only strings,
+    # numbers, lists and nulls, which orjson writes the same way about ten times faster.
+    body = orjson.dumps(content)
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-length", str(len(body)).encode("ascii")),
         (b"content-type", b"application/json"), *headers]})

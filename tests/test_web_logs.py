@@ -44,6 +44,16 @@ def test_a_json_line_carries_the_context_fields_first() -> None:
     assert line["pr"] == 7 and line["attempt"] == 2
 
 
+@pytest.mark.parametrize("value", [2**70, "lone \ud800 surrogate", float("inf"), "é ✓ 🚀"])
+def test_a_value_the_fast_encoder_refuses_still_makes_one_json_line(value: object) -> None:
+    text = JsonFormatter().format(record(repo="o/r", odd=value))
+
+    assert "\n" not in text
+    line = json.loads(text)
+    assert line["repo"] == "o/r"
+    assert line["odd"] == value or (value == float("inf") and line["odd"] in (None, "Infinity"))
+
+
 def test_secrets_are_masked_by_type_and_by_field_name() -> None:
     fields = extra_fields(record(
         key=Secret("pem-contents"), token="ghs_abc", webhook_secret="s", Authorization="Bearer x",
