@@ -7,8 +7,8 @@ recorded (a redelivery), and otherwise records the delivery in ``deliveries`` to
 with its effect, in the same transaction:
 
 - ``ping``: nothing else;
-- ``installation`` / ``installation_repositories``: the ``repositories`` table (added,
-  removed, the installation id), reported back as an ``InstallationChange``;
+- ``installation`` / ``installation_repositories``: the ``repositories`` table
+  (``service.installations``), reported back as an ``InstallationChange``;
 - anything else: the trigger rules' decision (``service.triggers.classify_event``) applied
   to the queue through ``service.ingest.apply_decisions``, the seam shared with the
   poller, so an event seen by both paths becomes one queue row.
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import re
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +32,11 @@ from typing import Any, Final
 
 from service.github.webhooks import PayloadError, parse_body
 from service.ingest import Applied, apply_decisions
+from service.installations import (
+    InstallationChange,
+    MalformedInstallation,
+    change_repositories,
+)
 from service.queue import ReviewQueue
 from service.store import (
     OpenTransaction,
@@ -62,9 +66,6 @@ STORE_ERRORS: Final = (sqlite3.Error, StoreClosedError, OSError)
 #: A batch with a body bigger than this is parsed and written on a worker thread.
 ON_LOOP_BYTES: Final = 256 * 1024
 _MAX_SQL_INT: Final = 2**63 - 1
-_REPO: Final = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
-_ADDS: Final = ("created", "unsuspend", "new_permissions_accepted")
-_DROPS: Final = ("deleted", "suspend")
 
 _SEEN = "SELECT delivery_id FROM deliveries WHERE delivery_id IN ({})"
 _RECORD = (
@@ -72,24 +73,6 @@ _RECORD = (
     " VALUES "
 )
 _ROW = "(?, ?, ?, ?, ?, ?)"
-_ADD_REPO = (
-    "INSERT INTO repositories (repo, installation_id, added_at) VALUES (?, ?, ?)"
-    " ON CONFLICT (repo) DO UPDATE SET installation_id = excluded.installation_id,"
-    " added_at = CASE WHEN repositories.removed_at IS NULL THEN repositories.added_at"
-    " ELSE excluded.added_at END, removed_at = NULL"
-)
-# Matching the installation keeps a late "removed" from an old installation from dropping
-# a repository that has since moved to another one.
-_DROP_REPO = (
-    "UPDATE repositories SET removed_at = ?"
-    " WHERE repo = ? AND installation_id = ? AND removed_at IS NULL"
-)
-_DROP_INSTALLATION = (
-    "UPDATE repositories SET removed_at = ? WHERE installation_id = ? AND removed_at IS NULL"
-    " RETURNING repo"
-)
-
-
 def safe_text(value: object, limit: int = 200) -> str | None:
     """A string fit for a column, a log line or a JSON answer: valid UTF-8, cut to ``limit``."""
     if not isinstance(value, str):
@@ -151,16 +134,6 @@ class Delivery:
         }
 
 
-@dataclass(frozen=True)
-class InstallationChange:
-    """What an ``installation`` / ``installation_repositories`` delivery changed."""
-
-    installation_id: int
-    action: str
-    added: tuple[str, ...] = ()
-    removed: tuple[str, ...] = ()
-
-
 @dataclass
 class Result:
     """What one delivery did: the HTTP answer and the ``deliveries.outcome`` recorded."""
@@ -181,21 +154,6 @@ class Result:
         if self.outcome == "ping":
             return {"delivery": self.delivery_id, "ping": True}
         return {"delivery": self.delivery_id, "enqueued": self.enqueued, "ignored": self.ignored}
-
-
-class _Malformed(Exception):
-    """An installation payload without the fields needed to act on it."""
-
-
-def _repos(value: object) -> list[str]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise _Malformed("a repository list is not an array")
-    names = [item.get("full_name") if isinstance(item, Mapping) else None for item in value]
-    if not all(isinstance(n, str) and _REPO.fullmatch(n) for n in names):
-        raise _Malformed("a repository entry has no 'owner/name' full_name")
-    return [str(n) for n in names]
 
 
 def _describe(result: Result, decision: Decision, applied: Applied) -> None:
@@ -421,8 +379,10 @@ class DeliveryLog:
                       now: datetime) -> Result:
         result = Result(202, "", delivery.delivery_id)
         try:
-            change = _change_repositories(conn, delivery, to_db_time(now))
-        except _Malformed as exc:
+            change = change_repositories(
+                conn, delivery.event, delivery.payload, action=delivery.action,
+                installation_id=delivery.installation_id, at=to_db_time(now))
+        except MalformedInstallation as exc:
             log.warning("installation delivery not understood",
                         extra={"delivery_id": delivery.delivery_id, "error": str(exc)})
             change, result.ignored = None, "malformed_payload"
@@ -434,30 +394,3 @@ class DeliveryLog:
         result.outcome = (f"{delivery.event}:{change.action}:"
                           f"added={len(change.added)},removed={len(change.removed)}")
         return result
-
-
-def _change_repositories(conn: sqlite3.Connection, delivery: Delivery,
-                         at: str) -> InstallationChange | None:
-    """Apply an installation delivery to ``repositories``; None for an action it ignores."""
-    action = delivery.action
-    installation_id = delivery.installation_id
-    if action is None or installation_id is None:
-        raise _Malformed("no action or no installation.id")
-    p = delivery.payload
-    if delivery.event == "installation":
-        if action in _DROPS:
-            dropped = [str(r[0]) for r in conn.execute(_DROP_INSTALLATION, (at, installation_id))]
-            return InstallationChange(installation_id, action, removed=tuple(sorted(dropped)))
-        if action not in _ADDS:
-            return None
-        added, removed = _repos(p.get("repositories")), []
-    else:
-        if action not in ("added", "removed"):
-            return None
-        added = _repos(p.get("repositories_added"))
-        removed = _repos(p.get("repositories_removed"))
-    for repo in added:
-        conn.execute(_ADD_REPO, (repo, installation_id, at))
-    for repo in removed:
-        conn.execute(_DROP_REPO, (at, repo, installation_id))
-    return InstallationChange(installation_id, action, tuple(added), tuple(removed))

@@ -33,7 +33,6 @@ read in that pass join it; a lone delivery goes at once.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,8 +40,6 @@ from datetime import datetime
 from typing import Final, Generic, Protocol, TypeVar
 
 __all__ = ["GroupCommit", "Staged"]
-
-log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -60,7 +57,7 @@ class Staged(Protocol[R_co]):
     """A batch written in an open transaction that still has to be committed."""
 
     def commit(self) -> None:
-        """COMMIT (blocking: the sync). Run on a worker thread. Rolls back if it fails."""
+        """COMMIT (blocking: the sync), on the loop or a worker thread; rolls back on failure."""
 
     def committed(self) -> Sequence[R_co | Exception]:
         """On the loop, after ``commit`` returned: one outcome per item."""
@@ -94,10 +91,9 @@ class GroupCommit(Generic[T, R]):
     batch, or None when it cannot start without waiting; its ``commit`` runs on the loop
     or on a worker thread as the module docstring says (``timer`` measures the syncs).
     ``write(batch)`` is the blocking path, run on a worker thread: it writes and commits
-    the batch itself. Both take
-    ``[(value, now), ...]``; ``write`` and ``Staged`` return one outcome per item, a result
-    or the exception that item failed with. An exception raised by ``stage``, ``write``
-    or ``commit`` fails the whole batch.
+    the batch itself. Both take ``[(value, now), ...]``; ``write`` and ``Staged`` return one
+    outcome per item, a result or the exception that item failed with. An exception raised
+    by ``stage``, ``write`` or ``commit`` fails the whole batch.
 
     One event loop at a time drains a ``GroupCommit``; a delivery submitted from another
     loop meanwhile is written alone on the blocking path.
@@ -163,7 +159,7 @@ class GroupCommit(Generic[T, R]):
             self._drain_task = None
             # Only reached with work left if this task was cancelled (the loop is ending):
             # whoever still waits is told rather than left hanging.
-            stopped = RuntimeError("the webhook writer stopped before this delivery was written")
+            stopped = RuntimeError("group commit stopped before this item was written")
             _resolve(items + self._pending, [stopped] * (len(items) + len(self._pending)))
             self._pending.clear()
 
