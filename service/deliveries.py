@@ -235,7 +235,7 @@ class DeliveryLog:
     """Records deliveries and carries out what they ask.
 
     Two ways in, the same effect: ``stage`` on the event loop, for a batch that can take
-    the write lock at once (``service.group_commit`` commits it on a thread), and
+    the write lock at once (``service.group_commit`` then commits it), and
     ``receive_batch`` on a worker thread, which waits for the lock and commits itself.
     The trigger rules run inside the transaction, so their ``agent_comments`` lookup
     (``store.read()``) reads through it.

@@ -26,8 +26,10 @@ Where each part runs, and why:
   and one quick probe brings the commits back. A lone slow sync does not move the
   average that far.
 
-A batch starts one pass of the loop after its first delivery arrived, so the requests
-read in that pass join it; a lone delivery goes at once.
+Before each batch the loop gets one pass: the answers of the batch just committed go
+out (a sync on the loop does not yield, so they would otherwise wait for the next batch's
+sync too), and the requests read in that pass join the batch. A lone delivery goes at
+once.
 """
 
 from __future__ import annotations
@@ -147,8 +149,12 @@ class GroupCommit(Generic[T, R]):
         loop = asyncio.get_running_loop()
         items: list[_Item[T, R]] = []
         try:
-            await asyncio.sleep(0)  # one more pass of the loop: what it reads joins the batch
-            while self._pending:
+            while True:
+                # One pass of the loop first: the last batch's answers go out (a sync on
+                # the loop does not yield), and the requests it reads join this batch.
+                await asyncio.sleep(0)
+                if not self._pending:
+                    break
                 items = self._pending[:self._max_batch]
                 del self._pending[:self._max_batch]
                 outcomes = await self._batch(loop, [(item.value, item.now) for item in items])

@@ -133,6 +133,30 @@ def test_a_batch_never_exceeds_max_batch_and_keeps_arrival_order() -> None:
     assert store.staged == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10]]
 
 
+def test_a_batchs_answers_go_out_before_the_next_batch_is_written() -> None:
+    # A sync on the loop does not yield: without a pass of the loop between batches, the
+    # answers of one batch would wait for the next batch's sync too.
+    store = FakeStore()
+    answered: list[int] = []
+    answered_at_stage: list[list[int]] = []
+
+    def stage(batch: Sequence[tuple[int, datetime]]) -> FakeStaged | None:
+        answered_at_stage.append(list(answered))
+        return store.stage(batch)
+
+    writer: GroupCommit[int, str] = GroupCommit(stage, store.write, max_batch=2)
+
+    async def one(value: int) -> None:
+        await writer.submit(value, NOW)
+        answered.append(value)
+
+    async def scenario() -> None:
+        await asyncio.gather(*(one(v) for v in range(6)))
+
+    asyncio.run(scenario())
+    assert answered_at_stage == [[], [0, 1], [0, 1, 2, 3]]
+
+
 def test_while_a_slow_sync_runs_on_a_thread_the_loop_serves_and_gathers_the_next_batch(
 ) -> None:
     store = FakeStore()
