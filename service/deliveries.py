@@ -13,8 +13,8 @@ with its effect, in the same transaction:
   to the queue through ``service.ingest.apply_decisions``, the seam shared with the
   poller, so an event seen by both paths becomes one queue row.
 
-A batch is written either on the event loop in a transaction left open for a thread to
-commit (``stage``) or wholly on a worker thread (``receive_batch``); the statements are
+A batch is written either on the event loop in a transaction left open for group commit
+to commit (``stage``) or wholly on a worker thread (``receive_batch``); the statements are
 the same. A crash or a failure before COMMIT leaves neither the delivery nor its effect,
 and a delivery is logged only once its commit is done. A delivery that fails on its own
 is retried alone so that it cannot fail the others.

@@ -84,12 +84,10 @@ _COLUMNS = (
     "enqueued_at, leased_until, owner, comment_id, comment_source, command"
 )
 
-# Several jobs go in one multi-row INSERT (``enqueue_many``): the webhook writer records a
-# whole batch of deliveries in one transaction, and every statement is a round trip
-# through the GIL. A conflicting key changes nothing unless it revives a cancelled
-# pr_opened; ``_plan`` mirrors that rule to say which rows are new.
-_REVIVE_KIND: Final = "pr_opened"
-_REVIVABLE: Final = frozenset(sources("revive"))
+# Several jobs go in one multi-row INSERT (``enqueue_many``): the webhook receiver records a
+# whole batch of deliveries in one transaction, a few statements for the lot. A conflicting
+# key changes nothing unless it revives a cancelled pr_opened; RETURNING names the rows
+# inserted or revived, which are the new ones.
 _INSERT_HEAD = """
 INSERT INTO queue (dedupe_key, kind, repo, pr_number, head_sha, actor_id, status,
                    attempts, enqueued_at, comment_id, comment_source, command)
@@ -98,9 +96,9 @@ _INSERT_ROW = f"(?, ?, ?, ?, ?, ?, '{PENDING}', 0, ?, ?, ?, ?)"
 _INSERT_TAIL = f"""
 ON CONFLICT (dedupe_key) DO UPDATE SET status = '{target("revive")}',
                                        enqueued_at = excluded.enqueued_at
- WHERE queue.status IN {_in("revive")} AND queue.kind = '{_REVIVE_KIND}'
+ WHERE queue.status IN {_in("revive")} AND queue.kind = 'pr_opened'
+RETURNING dedupe_key
 """
-_KNOWN = "SELECT dedupe_key, kind, status FROM queue WHERE dedupe_key IN ({})"
 #: Rows per INSERT: far under SQLite's limit of 32 766 bound values.
 _CHUNK: Final = 500
 
@@ -233,22 +231,6 @@ def _row(values: tuple[object, ...] | sqlite3.Row) -> QueueRow:
     )
 
 
-def _plan(jobs: Sequence[Job], known: dict[str, tuple[str, str]]) -> list[bool]:
-    """Which of ``jobs``, inserted in order, make a new or revived row (the INSERT's rule)."""
-    status = {key: state for key, (_, state) in known.items()}
-    kinds = {key: kind for key, (kind, _) in known.items()}
-    new = []
-    for job in jobs:
-        key = job.dedupe_key
-        current = status.get(key)
-        is_new = current is None or (
-            current in _REVIVABLE and kinds.get(key) == _REVIVE_KIND)
-        if is_new:
-            status[key], kinds[key] = PENDING, job.kind
-        new.append(is_new)
-    return new
-
-
 class ReviewQueue:
     """The queue over a ``SqliteStore``. Every method is one short write transaction."""
 
@@ -312,21 +294,18 @@ class ReviewQueue:
 
     def _insert(self, conn: sqlite3.Connection,
                 jobs: Sequence[tuple[Job, datetime]]) -> list[bool]:
-        keys = [job.dedupe_key for job, _ in jobs]
-        known = {str(key): (str(kind), str(status)) for key, kind, status in conn.execute(
-            _KNOWN.format(", ".join("?" * len(keys))), keys)}
-        new = _plan([job for job, _ in jobs], known)
         values: list[object] = []
         for job, now in jobs:
             values += (job.dedupe_key, job.kind, job.repo, job.pr_number, job.head_sha,
                        job.actor_id, to_db_time(now), job.comment_id, job.comment_source,
                        job.command)
-        changed = conn.execute(
-            _INSERT_HEAD + ", ".join([_INSERT_ROW] * len(jobs)) + _INSERT_TAIL, values
-        ).rowcount
-        if changed != sum(new):
-            # _plan no longer says what the INSERT does: refuse rather than misreport.
-            raise RuntimeError(f"enqueue changed {changed} rows where {sum(new)} were new")
+        returned = {str(row[0]) for row in conn.execute(
+            _INSERT_HEAD + ", ".join([_INSERT_ROW] * len(jobs)) + _INSERT_TAIL, values)}
+        # A key given twice in one INSERT is new at most once: the first time.
+        new = []
+        for job, _ in jobs:
+            new.append(job.dedupe_key in returned)
+            returned.discard(job.dedupe_key)
         return new
 
     def _supersede_older(self, conn: sqlite3.Connection,

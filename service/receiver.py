@@ -14,9 +14,10 @@ A delivery is checked in this order, each answered as DESIGN.md says:
    ``ping`` (200), an installation change to ``repositories`` (202), or the trigger rules'
    decision applied to the queue (202). A store failure is the one 5xx: 503.
 
-Everything runs on the event loop but the COMMIT, whose WAL sync runs on a worker thread
-(``service.group_commit``): every delivery that arrives meanwhile goes in the next batch,
-one transaction. A delivery is answered only after the transaction holding it committed.
+The rest -- parsing, the rules, the store, the log line -- goes through group commit
+(``service.group_commit``): on the event loop, a batch of deliveries to a transaction,
+and a worker thread only to wait for the write lock or for a slow disk's sync. A delivery
+is answered only after the transaction holding it committed.
 
 Why plain ASGI: this is the one route that takes load, and the framework's per-request
 machinery (middleware layers, a ``Request`` object, routing, ``JSONResponse``) cost more

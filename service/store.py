@@ -256,7 +256,7 @@ class OpenTransaction:
             state.joined = None
 
     def commit(self) -> None:
-        """COMMIT: the WAL sync happens here, so call it off the event loop."""
+        """COMMIT: the WAL sync happens here; the caller decides on which thread."""
         try:
             self._conn.execute("COMMIT")
         except BaseException:
@@ -432,11 +432,11 @@ class SqliteStore:
         """Begin a write transaction at once or not at all: None when it would have to wait.
 
         For a caller that must not block, the webhook receiver on the event loop: the
-        statements are quick once the write lock is held, and only the COMMIT (the WAL
-        sync) needs moving to a thread. The transaction runs on a connection of its own
-        with no busy timeout, so None means another connection holds the write lock, or
-        this store's one open transaction of this kind has not ended yet; the caller then
-        takes the waiting path, ``transaction()`` on a thread.
+        statements are quick once the write lock is held, and the COMMIT (the WAL sync)
+        can be moved to a thread when it is slow. The transaction runs on a connection of
+        its own with no busy timeout, so None means another connection holds the write
+        lock, or this store's one open transaction of this kind has not ended yet; the
+        caller then takes the waiting path, ``transaction()`` on a thread.
         """
         if not self._no_wait_taken.acquire(blocking=False):
             return None
@@ -448,13 +448,10 @@ class SqliteStore:
                     self._no_wait = self._open(busy_timeout=0)
                 conn = self._no_wait
             conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
+        except BaseException as exc:
             self._no_wait_taken.release()
-            if is_contention(exc):
+            if isinstance(exc, sqlite3.OperationalError) and is_contention(exc):
                 return None
-            raise
-        except BaseException:
-            self._no_wait_taken.release()
             raise
         return OpenTransaction(conn, self._local, self._no_wait_taken.release)
 
