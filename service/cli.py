@@ -27,9 +27,20 @@ def _check_config(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         for problem in exc.problems:
             print(f"  {problem}", file=err)
         return 2
+    from service.engine.sandbox import SandboxError
+    from service.runners import check_engine_isolation
+
+    try:
+        verified = check_engine_isolation(config, args.file, os.environ)
+    except SandboxError as exc:
+        print(f"{args.file}: 1 problem(s)", file=err)
+        print(f"  engine.isolation: {exc}", file=err)
+        return 2
     print(f"{args.file}: OK", file=out)
     for line in describe_config(config):
         print(f"  {line}", file=out)
+    if verified is not None:
+        print(f"  {verified.describe()}", file=out)
     return 0
 
 
@@ -127,7 +138,8 @@ def _review(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if config is None:
         return 2
     configure_logging(args.log_format, stream=err)
-    return review(config, args.repo, args.pr, dry_run=args.dry_run, out=out, err=err)
+    return review(config, args.repo, args.pr, dry_run=args.dry_run, out=out, err=err,
+                  config_path=args.config)
 
 
 def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

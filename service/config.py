@@ -26,14 +26,21 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
+from service.engine.sandbox import ISOLATIONS
+
 
 class Secret:
-    """A string that never shows itself in a repr, a log line or an exception."""
+    """A string that never shows itself in a repr, a log line or an exception.
 
-    __slots__ = ("_value",)
+    ``source`` is the file it was read from (None for the environment): the engine's
+    sandbox must be shown unable to open it.
+    """
 
-    def __init__(self, value: str) -> None:
+    __slots__ = ("_value", "source")
+
+    def __init__(self, value: str, source: Path | None = None) -> None:
         self._value = value
+        self.source = source
 
     def reveal(self) -> str:
         return self._value
@@ -110,6 +117,11 @@ class EngineConfig:
     api_key_env: str | None = None    # the variable holding the API key
     max_tokens: int = 8192            # per model answer (anthropic, openai_compatible)
     response_format: str = "json_object"  # openai_compatible: json_object|json_schema|none
+    #: claude_code: ``landlock`` confines each run to its worktree (docs/SECURITY.md);
+    #: ``none`` runs it with this user's whole file access.
+    isolation: str = "landlock"
+    isolation_read_paths: tuple[str, ...] = ()   # more trees the engine may read
+    isolation_write_paths: tuple[str, ...] = ()  # more trees the engine may write
 
 
 @dataclass(frozen=True)
@@ -504,8 +516,9 @@ def _secret(
     if file_value is not None and env_value is not None:
         s.problem(key, f"set here and in the environment variable {env}; keep one")
         return None
+    origin: Path | None = None
     if file_value is not None:
-        path = _resolve(base_dir, file_value)
+        path = origin = _resolve(base_dir, file_value)
         source = str(path)
         try:
             text = _read_text(path)
@@ -532,7 +545,7 @@ def _secret(
         if why is not None:
             s.problem(key, f"{source} {why}")
             return None
-    return Secret(text)
+    return Secret(text, origin)
 
 
 def _unregistered(data: object, environ: Mapping[str, str], base_dir: Path) -> bool:
@@ -683,6 +696,7 @@ def _triggers(top: _Section) -> TriggersConfig:
 
 
 ENGINE_RESPONSE_FORMATS: Final = ("json_object", "json_schema", "none")
+_ABSOLUTE_PATH = re.compile(r"/.*")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -709,6 +723,12 @@ def _engine(top: _Section) -> EngineConfig:
     api_key_env = s.optional_string("api_key_env")
     if api_key_env is not None and not _ENV_NAME.fullmatch(api_key_env):
         s.problem("api_key_env", f"must be an environment variable name, got {_show(api_key_env)}")
+    isolation = s.string("isolation", default.isolation)
+    if isolation not in ISOLATIONS:
+        s.problem("isolation", f"must be one of {', '.join(ISOLATIONS)}, got {_show(isolation)}")
+    sandbox_paths = {
+        key: s.strings(key, (), pattern=_ABSOLUTE_PATH, shape="an absolute path")
+        for key in ("isolation_read_paths", "isolation_write_paths")}
     config = EngineConfig(
         kind=kind,
         command=s.string("command", default.command),
@@ -721,6 +741,9 @@ def _engine(top: _Section) -> EngineConfig:
         api_key_env=api_key_env,
         max_tokens=s.integer("max_tokens", default.max_tokens),
         response_format=response_format,
+        isolation=isolation,
+        isolation_read_paths=sandbox_paths["isolation_read_paths"],
+        isolation_write_paths=sandbox_paths["isolation_write_paths"],
     )
     if kind in ("anthropic", "openai_compatible") and not config.model:
         s.problem("model", f"is required for kind {kind}")

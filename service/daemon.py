@@ -58,8 +58,9 @@ from service.github import (
 from service.health import Health
 from service.ingest import AgentComments
 from service.queue import ReviewQueue
+from service.redact import Redactor
 from service.reload import reload_config
-from service.runners import run_poller, run_workers
+from service.runners import engine_isolation_problem, run_poller, run_workers
 from service.store import SqliteStore
 from service.triggers import TriggerContext
 from service.web import InstallationChange, create_app
@@ -290,7 +291,8 @@ def listen(host: str, port: int, *, backlog: int = 2048) -> socket.socket:
 
 
 def github_client(config: Config, health: Health, clock: Clock,
-                  transport: httpx.AsyncBaseTransport | None = None) -> GitHubClient:
+                  transport: httpx.AsyncBaseTransport | None = None,
+                  environ: Mapping[str, str] | None = None) -> GitHubClient:
     """The process's one GitHub client.
 
     Every installation token mint is reported to ``health`` (the ``github_auth`` check),
@@ -315,8 +317,22 @@ def github_client(config: Config, health: Health, clock: Clock,
         config.github.api_url,
         app_jwt=AppJWT(config.github.app_id, config.github.private_key, clock),
         clock=clock, tokens=InstallationTokens(mint, clock), etags=ETagStore(),
-        transport=transport)
+        transport=transport, redactor=service_redactor(config, environ or {}))
     return client
+
+
+def service_redactor(config: Config, environ: Mapping[str, str]) -> Redactor:
+    """What every write to GitHub is cleaned of: credential shapes, the App's key, the
+    webhook secrets, the admin token and the engine's credentials."""
+    gh, engine = config.github, config.engine
+    names = [*engine.credential_env, *([engine.api_key_env] if engine.api_key_env else [])]
+    if engine.kind == "anthropic" and not engine.api_key_env:
+        names.append("ANTHROPIC_API_KEY")
+    return Redactor.for_service(
+        gh.private_key.reveal(),
+        [s.reveal() for s in gh.webhook_secrets]
+        + ([config.server.admin_token.reveal()] if config.server.admin_token else []),
+        environ, names)
 
 
 async def run(
@@ -339,6 +355,13 @@ async def run(
     set after ``stop``, cuts the graceful wind-down short.
     """
     parts = check_role(role)
+    if "workers" in parts:
+        # Fail closed: an engine that could read this host's secrets never starts.
+        problem = await anyio.to_thread.run_sync(
+            engine_isolation_problem, config, config_path, dict(environ or {}))
+        if problem is not None:
+            log.error("cannot start the workers: %s", problem)
+            return 1
     own_sockets = sockets is None
     try:
         listening = (sockets if sockets is not None else
@@ -362,7 +385,7 @@ async def run(
         except Exception:
             log.exception("cannot start: building the components failed")
             return 1
-        async with github_client(config, health, clock, transport) as github:
+        async with github_client(config, health, clock, transport, environ) as github:
             try:
                 services = Services(
                     config=config, store=store, queue=ReviewQueue(

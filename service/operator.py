@@ -43,13 +43,14 @@ import httpx
 from service import __version__
 from service.budget import Governor
 from service.config import Config, ConfigError, load_config
-from service.daemon import AppIdentity
-from service.engine.factory import build_engine
+from service.daemon import AppIdentity, service_redactor
+from service.engine.factory import build_engine, engine_homes
 from service.github import GitHubClient, GitHubError, NotFound, sign
 from service.health import Health
 from service.jobs import Job
 from service.publisher import GitHubPublisher
 from service.queue import Claim, ReviewQueue
+from service.runners import engine_isolation_problem
 from service.store import SqliteStore
 from service.worker import Checkouts, Installations, JobRunner, JobSettings, owner_id, read_pull
 from service.worker.checkout import validate_repo
@@ -170,8 +171,9 @@ async def review_once(config: Config, repo: str, pr_number: int, *, dry_run: boo
             config, publish=dataclasses.replace(config.publish, dry_run=True))
     store = SqliteStore(config.store.path)
     try:
-        async with GitHubClient.from_config(config.github, clock=clock,
-                                            transport=transport) as github:
+        async with GitHubClient.from_config(
+                config.github, clock=clock, transport=transport,
+                redactor=service_redactor(config, environ)) as github:
             session = _Session(config=config, store=store, github=github, environ=environ,
                                clock=clock)
             return await _review(session, repo, pr_number)
@@ -209,7 +211,8 @@ class _Session:
             store=self.store, queue=self.queue, governor=self.governor, github=self.github,
             installations=self.installations,
             checkouts=Checkouts(Path(config.store.path).parent / "checkouts"),
-            engine=build_engine(config.engine, self.environ, clock=self.clock),
+            engine=build_engine(config.engine, self.environ, clock=self.clock,
+                                home_root=engine_homes(config)),
             publisher=publisher, clock=self.clock, settings=JobSettings.from_config(config))
 
 
@@ -277,12 +280,18 @@ def _unclaimed(queue: ReviewQueue, governor: Governor, key: str, clock: Clock) -
 
 
 def review(config: Config, repo: str, pr_number: int, *, dry_run: bool, out: TextIO,
-           err: TextIO, environ: Mapping[str, str] | None = None) -> int:
+           err: TextIO, environ: Mapping[str, str] | None = None,
+           config_path: str | None = None) -> int:
     """``pr-review-agent review``: 0 when the job ended (or the head was already
     reviewed), 1 when it could not run or was handed back for another attempt."""
+    environ = os.environ if environ is None else environ
+    problem = engine_isolation_problem(config, config_path, environ)
+    if problem is not None:
+        print(f"review: the engine may not run here: {problem}", file=err)
+        return 1
     try:
         report = asyncio.run(review_once(config, repo, pr_number, dry_run=dry_run,
-                                         environ=os.environ if environ is None else environ))
+                                         environ=environ))
     except ValueError as exc:
         print(f"review: {exc}", file=err)
         return 2

@@ -12,13 +12,17 @@ component names to runners and supervises them.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
 
-from service.engine.factory import build_engine
+from service.config import Config
+from service.engine.claude_code import ClaudeCodeEngine
+from service.engine.factory import build_engine, engine_homes, verify_engine
+from service.engine.sandbox import SandboxError, Verified
 from service.poller import Poller
 from service.publisher import GitHubPublisher, republish_pending
 from service.retention import delay_of, sweep
@@ -92,15 +96,44 @@ async def maintain(services: Services, publisher: GitHubPublisher) -> None:
         await anyio.sleep(MAINTENANCE_INTERVAL)
 
 
+def check_engine_isolation(config: Config, config_path: str | None,
+                           environ: Mapping[str, str]) -> Verified | None:
+    """The configured engine's sandbox, proven on this host (``verify_engine``); None for
+    an engine that runs no child. Raises ``SandboxError`` saying what to change."""
+    engine = build_engine(config.engine, environ, home_root=engine_homes(config))
+    return verify_engine(engine, config, config_path, environ)
+
+
+def engine_isolation_problem(config: Config, config_path: str | None,
+                             environ: Mapping[str, str]) -> str | None:
+    """Why the configured engine may not start here, or None (and the proof logged): the
+    workers and ``review`` refuse to run an engine that could read a secret."""
+    try:
+        verified = check_engine_isolation(config, config_path, environ)
+    except SandboxError as exc:
+        return str(exc)
+    if verified is not None:
+        log.info(verified.describe())
+        if verified.abi is None:
+            log.warning("engine.isolation is none: a pull request that persuades the model "
+                        "can have it read any file this user can read")
+    return None
+
+
 async def run_workers(services: Services, stop: asyncio.Event) -> None:
     """``workers.count`` workers claiming through the governor, and the maintenance loop."""
     config = services.config
-    engine = build_engine(config.engine, services.environ, clock=services.clock)
+    engine = build_engine(config.engine, services.environ, clock=services.clock,
+                          home_root=engine_homes(config))
     checkouts = Checkouts(Path(config.store.path).parent / "checkouts")
-    # Worktrees left by a process that died mid-run hold nothing anyone will read.
+    # Worktrees and engine HOMEs left by a process that died mid-run hold nothing anyone
+    # will read.
     swept = await anyio.to_thread.run_sync(checkouts.sweep)
+    if isinstance(engine, ClaudeCodeEngine):
+        swept += await anyio.to_thread.run_sync(engine.sandbox.sweep_homes)
     if swept:
-        log.info("removed %d worktree(s) left by an earlier process", len(swept))
+        log.info("removed %d worktree(s) and engine home(s) left by an earlier process",
+                 len(swept))
     installations = Installations(services.store, services.github)
     publisher = build_publisher(services, installations)
     # The 👀 goes out when work is queued, not when a worker is free to claim it.

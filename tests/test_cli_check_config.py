@@ -88,8 +88,37 @@ def test_good_file_exits_0_with_the_limits(
     assert "  budget window weekly (7 d): 600000 tokens (40% of weekly_tokens 1500000)" in lines
     assert "  budget max_run_tokens: 30000 reserved per run" in lines
     assert f"  store: {config_dir / 'state.db'}" in lines
+    assert lines[-1].startswith("  engine isolation: landlock (ABI ")
+    assert "cannot open" in lines[-1]
     assert WEBHOOK_SECRET not in out
     assert pem.decode().splitlines()[1] not in out
+
+
+def test_an_engine_sandbox_that_opens_the_secrets_is_a_problem(
+    config_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = config_dir / "open.yaml"
+    path.write_text(GOOD + f"engine:\n  isolation_read_paths: [{config_dir}]\n")
+
+    assert main(["check-config", str(path)]) == 2
+
+    out, err = capsys.readouterr()
+    assert out == ""
+    first, problem = err.splitlines()
+    assert first == f"{path}: 1 problem(s)"
+    assert problem.startswith("  engine.isolation: the engine would be allowed to read ")
+    assert f"lies under {config_dir}" in problem
+
+
+def test_isolation_is_checked_for_its_value(
+    config_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = config_dir / "typo.yaml"
+    path.write_text(GOOD + "engine:\n  isolation: landlok\n  isolation_write_paths: [rel]\n")
+    assert main(["check-config", str(path)]) == 2
+    _, err = capsys.readouterr()
+    assert "  engine.isolation: must be one of landlock, none, got \"landlok\"" in err
+    assert "  engine.isolation_write_paths[0]: must look like an absolute path, got \"rel\"" in err
 
 
 def test_bad_file_exits_2_listing_every_problem(

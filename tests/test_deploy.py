@@ -184,3 +184,22 @@ def test_the_image_starts_serve_on_the_volume() -> None:
     assert re.search(r"exec python -m service \"\$@\"", dockerfile())
     assert "PYTHONPATH=/opt/pr-review-agent" in dockerfile()
     assert "COPY service ./service" in dockerfile()
+
+
+def test_no_deployment_keeps_a_secret_where_the_engine_may_read() -> None:
+    # The engine's sandbox opens system trees; the deploy files put the config, the App's
+    # secrets, the engine's token file and the store elsewhere (docs/SECURITY.md).
+    from service.engine.sandbox import Sandbox, tree_holding
+
+    data = Path(DATA)
+    policy = Sandbox().policy(roots=("/usr/local",),
+                              worktree=data / "checkouts" / "worktrees" / "1-abc",
+                              home=data / "engine-homes" / "pr-review-engine-1-abc")
+    trees = [*policy["read"], *policy["write"]]
+    mounts = {m["name"]: m["mountPath"]
+              for m in k8s()["Deployment"]["spec"]["template"]["spec"]["containers"][0][
+                  "volumeMounts"]}
+    for path in (data / "config.yaml", data / "secrets" / "app.pem", data / "state.db",
+                 data, Path(mounts["config"]) / "config.yaml",
+                 Path(mounts["github"]) / "private-key.pem", Path("/etc/pr-review-agent.env")):
+        assert tree_holding(str(path), trees) is None, path

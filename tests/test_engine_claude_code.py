@@ -16,6 +16,7 @@ from service.engine.base import EngineRequest, EngineResult
 from service.engine.claude_code import (
     DISALLOWED_TOOLS,
     ENV_ALLOWLIST,
+    QUIET_ENV,
     ClaudeCodeEngine,
     scrubbed_environment,
 )
@@ -70,7 +71,7 @@ def parent_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
         "GITHUB_APP_PRIVATE_KEY": "-----BEGIN RSA PRIVATE KEY-----",
         "AWS_SECRET_ACCESS_KEY": "aws-secret", "ANTHROPIC_API_KEY": "sk-ant-api03-stray",
         "CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat01-good", "LC_ALL": "C.UTF-8",
-        "HOME": "/home/reviewer",
+        "HOME": "/home/reviewer", "DISABLE_TELEMETRY": "0",
     }.items():
         monkeypatch.setenv(name, value)
     return dict(os.environ)
@@ -92,7 +93,7 @@ def request(workdir: Path, **overrides: Any) -> EngineRequest:
 
 def engine(scenario: Scenario, env: dict[str, str], **kwargs: Any) -> ClaudeCodeEngine:
     options: dict[str, Any] = {"kill_grace_seconds": 0.5, "result_grace_seconds": 2.0,
-                               "clock": lambda: NOW}
+                               "clock": lambda: NOW, "sandbox": scenario.sandbox}
     options.update(kwargs)
     return ClaudeCodeEngine(command=scenario.command, model="claude-sonnet-4-5",
                             environ=env, **options)
@@ -188,11 +189,20 @@ async def test_child_gets_read_only_flags_scrubbed_env_and_prompt_on_stdin(
                    "AWS_SECRET_ACCESS_KEY", "ANTHROPIC_API_KEY"):
         assert secret not in env
     assert not any(v.startswith(("ghp_", "ghs_")) for v in env.values())
-    allowed = {*ENV_ALLOWLIST, "CLAUDE_CODE_OAUTH_TOKEN"}
+    allowed = {*ENV_ALLOWLIST, *QUIET_ENV, "CLAUDE_CODE_OAUTH_TOKEN"}
     # Python adds LC_CTYPE on some platforms when it coerces the C locale; it is LC_*.
     assert {k for k in env if not k.startswith("LC_")} <= allowed
     assert env["CLAUDE_CODE_OAUTH_TOKEN"] == "sk-ant-oat01-good"
-    assert env["LC_ALL"] == "C.UTF-8" and env["HOME"] == "/home/reviewer"
+    assert env["LC_ALL"] == "C.UTF-8"
+    # No calls beside the review, whatever the service's environment said.
+    assert {k: env[k] for k in QUIET_ENV} == QUIET_ENV
+    # A HOME of the run's own, empty (no credentials file, no settings), gone afterwards.
+    assert env["HOME"] != "/home/reviewer" and call["home_entries"] == ["tmp"]
+    assert env["TMPDIR"] == str(Path(env["HOME"]) / "tmp")
+    assert not Path(env["HOME"]).exists()
+    # The read-only tools are allowed beneath the worktree only (see test_engine_sandbox).
+    assert value("--allowedTools") == "Read(./**),Grep(./**),Glob(./**)"
+    assert "--add-dir" not in argv
 
 
 def test_scrubbing_refuses_github_names_even_when_configured() -> None:

@@ -45,7 +45,8 @@ async def test_a_review_through_claude_code_end_to_end(tmp_path: Path) -> None:
                                   "cacheCreationInputTokens": 265, "costUSD": 0.01}}}},
     ])
     sim.engine = ClaudeCodeEngine(command=scenario.command, environ=dict(os.environ),
-                                  kill_grace_seconds=0.5, result_grace_seconds=2.0)
+                                  kill_grace_seconds=0.5, result_grace_seconds=2.0,
+                                  sandbox=scenario.sandbox)
     try:
         token = await sim.github.installation_token(sim.installation_id)
         pr = sim.open_pr({"src/new.py": "x = 1\n"})

@@ -2,11 +2,18 @@
 
 One review is one ``claude -p`` process in the worktree, prompt on stdin, events read
 as ``stream-json``. The flags make it read-only (``--tools Read,Grep,Glob``, the write,
-shell, network and sub-agent tools disallowed, ``--permission-mode dontAsk`` so anything
-not pre-approved is denied), free of the checkout's own configuration (no MCP servers,
+shell, network and sub-agent tools disallowed) and confine those tools to the worktree:
+the allow rules are path-scoped (``Read(./**)``), because a bare tool name pre-approves
+the tool on *every* path, and ``--permission-mode dontAsk`` denies whatever no rule
+allows. The CLI loads none of the checkout's own configuration (no MCP servers,
 ``--setting-sources user``: a pull request can add ``.mcp.json`` or
 ``.claude/settings.json`` with hooks), and the environment is scrubbed to an allowlist
-that never includes a GitHub credential. The run is bounded by the wall clock (the
+that never includes a GitHub credential.
+
+That is the first wall. The second does not trust the CLI: each run gets a throwaway
+HOME, and is started confined by the kernel (``sandbox``) to the worktree, that HOME and
+the CLI's own install, so the App's key, the config and the store cannot be opened even
+if the CLI's permission checks were wrong. The run is bounded by the wall clock (the
 process group is killed → ``timeout``) and by the run's token cap, checked against the
 per-message usage as it streams (killed → ``truncated``).
 
@@ -25,6 +32,7 @@ import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Final
 
 import anyio
@@ -37,14 +45,19 @@ from service.engine.base import (
     no_usage,
     unknown_usage,
 )
+from service.engine.confine import CANNOT_CONFINE, CANNOT_EXECUTE, MARK
 from service.engine.findings import Answer, InvalidAnswer, parse_answer_text
-from service.engine.process import Verdict, run_process
+from service.engine.process import ProcessOutcome, Verdict, run_process
 from service.engine.prompt import build_prompt, repair_prompt, system_rules
+from service.engine.sandbox import Sandbox, install_roots
 from service.engine.stream_json import Abort, Outcome, StreamState, classify
 
 log = logging.getLogger(__name__)
 
 READ_ONLY_TOOLS: Final = ("Read", "Grep", "Glob")
+#: Each read-only tool allowed beneath the working directory (the worktree) only. A rule
+#: that is a bare tool name would match the tool on any path: never add one.
+SCOPED_ALLOW_RULES: Final = tuple(f"{tool}(./**)" for tool in READ_ONLY_TOOLS)
 DISALLOWED_TOOLS: Final = ("Bash", "Edit", "Write", "MultiEdit", "NotebookEdit", "WebFetch",
                            "WebSearch", "Task", "Agent")
 #: The variables the child may inherit, besides LC_* and the configured credentials.
@@ -52,6 +65,15 @@ ENV_ALLOWLIST: Final = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR")
 #: Subscription OAuth only by default: a stray ANTHROPIC_API_KEY would silently move
 #: billing to an API key (the CLI prefers it in -p mode), so it must be opted into.
 DEFAULT_CREDENTIAL_ENV: Final = ("CLAUDE_CODE_OAUTH_TOKEN",)
+#: Set in the child whatever the operator's environment holds: without them the CLI makes
+#: calls beside the review (a title-generation call to the model carrying the start of
+#: the prompt — the pull request —, telemetry, update checks, error reports).
+QUIET_ENV: Final = {
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+}
 _FORBIDDEN_PREFIXES: Final = ("GH_", "GITHUB_")
 REPAIR_MAX_TURNS: Final = 3  # 2.x spends a turn before the model replies; leave room
 MIN_REPAIR_SECONDS: Final = 5.0
@@ -83,7 +105,7 @@ def claude_argv(command: Sequence[str], *, max_turns: int, model: str | None,
         argv += ["--model", model]
     argv += [
         "--tools", ",".join(READ_ONLY_TOOLS),
-        "--allowedTools", ",".join(READ_ONLY_TOOLS),
+        "--allowedTools", ",".join(SCOPED_ALLOW_RULES),
         "--disallowedTools", ",".join(DISALLOWED_TOOLS),
         "--permission-mode", "dontAsk",
         "--strict-mcp-config", "--mcp-config", json.dumps({"mcpServers": {}}),
@@ -127,6 +149,7 @@ class ClaudeCodeEngine:
         kill_grace_seconds: float = 5.0,
         result_grace_seconds: float = 10.0,
         max_line_bytes: int = MAX_LINE_BYTES,
+        sandbox: Sandbox | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         self._command = shlex.split(command) if isinstance(command, str) else list(command)
@@ -141,6 +164,16 @@ class ClaudeCodeEngine:
         self._result_grace = result_grace_seconds
         self._max_line_bytes = max_line_bytes
         self._clock = clock or (lambda: datetime.now(UTC))
+        self._sandbox = sandbox or Sandbox()
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """How this engine's children are confined."""
+        return self._sandbox
+
+    def install_roots(self) -> tuple[str, ...]:
+        """The directories the configured command needs to run (see ``sandbox``)."""
+        return install_roots(self._command[0], self._env.get("PATH"))
 
     async def run(self, request: EngineRequest) -> EngineResult:
         """Review or describe ``request``; every outcome is a result (see module doc)."""
@@ -170,9 +203,22 @@ class ClaudeCodeEngine:
         if not request.workdir.is_dir():
             return EngineResult(usage=no_usage(self.name, self._model),
                                 stop_reason="infrastructure", detail="the worktree is missing")
+        homes = self._sandbox.home()
+        try:
+            home = homes.__enter__()
+        except OSError as exc:  # a full or read-only disk: nothing ran, nothing was spent
+            return EngineResult(usage=no_usage(self.name, self._model),
+                                stop_reason="infrastructure",
+                                detail=f"the engine's HOME could not be made: {exc.strerror}")
+        try:
+            return await self._review(request, home)
+        finally:
+            homes.__exit__(None, None, None)
+
+    async def _review(self, request: EngineRequest, home: Path) -> EngineResult:
         started = anyio.current_time()
         rules = system_rules(request.command, request.mode, can_read_files=True)
-        first = await self._call(request, build_prompt(request), rules=rules,
+        first = await self._call(request, build_prompt(request), home=home, rules=rules,
                                  max_turns=request.max_turns,
                                  timeout=request.wall_clock_seconds,
                                  token_cap=request.max_run_tokens)
@@ -196,7 +242,7 @@ class ClaudeCodeEngine:
                                 f"invalid answer ({problem}); no time or tokens left to repair")
         second = await self._call(
             request, repair_prompt(request.command, request.mode, first.answer, problem),
-            rules=rules, max_turns=REPAIR_MAX_TURNS, timeout=left_seconds,
+            home=home, rules=rules, max_turns=REPAIR_MAX_TURNS, timeout=left_seconds,
             token_cap=left_tokens)
         if isinstance(second, EngineResult):  # cannot start now: keep the first call's usage
             return self._result(spent, first, "engine_error", f"repair failed: {second.detail}")
@@ -211,8 +257,8 @@ class ClaudeCodeEngine:
                                 f"invalid answer after one repair: {again}")
         return self._result(spent, second, "completed", "repaired once", answer=answer)
 
-    async def _call(self, request: EngineRequest, prompt: str, *, rules: str, max_turns: int,
-                    timeout: float, token_cap: int) -> Outcome | EngineResult:
+    async def _call(self, request: EngineRequest, prompt: str, *, home: Path, rules: str,
+                    max_turns: int, timeout: float, token_cap: int) -> Outcome | EngineResult:
         state = StreamState(now=self._clock())
 
         def on_line(line: bytes) -> Verdict:
@@ -221,16 +267,25 @@ class ClaudeCodeEngine:
                 return Verdict.STOP
             return Verdict.WIND_DOWN if state.terminal else Verdict.CONTINUE
 
-        argv = claude_argv(self._command, max_turns=max_turns, model=self._model, rules=rules)
+        argv = self._sandbox.wrap(
+            claude_argv(self._command, max_turns=max_turns, model=self._model, rules=rules),
+            roots=self.install_roots(), worktree=request.workdir, home=home)
+        # The run's own HOME: the service's ~/.claude (settings, CLAUDE.md, credentials)
+        # is never read, and whatever the CLI writes there is deleted with the run.
+        env = {**self._env, **QUIET_ENV, "HOME": str(home), "TMPDIR": str(home / "tmp")}
         try:
             ended = await run_process(
                 argv, stdin=prompt.encode("utf-8", errors="replace"), cwd=request.workdir,
-                env=self._env, timeout=timeout, on_line=on_line, kill_grace=self._kill_grace,
+                env=env, timeout=timeout, on_line=on_line, kill_grace=self._kill_grace,
                 wind_down=self._result_grace, max_line_bytes=self._max_line_bytes)
         except OSError as exc:  # not executable, vanished, exec format error
             return EngineResult(usage=no_usage(self.name, self._model),
                                 stop_reason="engine_unavailable",
                                 detail=f"claude could not be started: {type(exc).__name__}")
+        unconfined = _launcher_failure(ended)
+        if unconfined is not None:
+            return EngineResult(usage=no_usage(self.name, self._model),
+                                stop_reason="engine_unavailable", detail=unconfined)
         aborted: Abort | None = None
         if ended.killed == "stopped" and state.running_tokens > token_cap:
             aborted = "tokens"
@@ -256,3 +311,13 @@ class ClaudeCodeEngine:
             usage_limit_resets_at=last.resets_at if stop_reason == "usage_limit" else None,
             detail=detail, session_id=last.session_id, turns=last.turns,
         )
+
+
+def _launcher_failure(ended: ProcessOutcome) -> str | None:
+    """The launcher's own refusal (it could not confine, or not exec): nothing ran."""
+    if ended.exit_code not in (CANNOT_CONFINE, CANNOT_EXECUTE):
+        return None
+    for line in ended.stderr_tail.splitlines():
+        if line.startswith(MARK):
+            return line.removeprefix(MARK).strip()
+    return None

@@ -7,13 +7,15 @@ with ``getattr`` and a default, so this works before and after config.py grows t
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Final, cast
 
 import httpx
 
-from service.config import EngineConfig
+from service.config import Config, EngineConfig
 from service.engine.anthropic import DEFAULT_API_URL, AnthropicEngine
 from service.engine.base import Engine
 from service.engine.claude_code import DEFAULT_CREDENTIAL_ENV, ClaudeCodeEngine
@@ -22,6 +24,7 @@ from service.engine.openai_compatible import (
     OpenAICompatibleEngine,
     ResponseFormat,
 )
+from service.engine.sandbox import Isolation, Sandbox, Verified, verify
 
 DEFAULT_MAX_TOKENS: Final = 8192
 DEFAULT_KILL_GRACE_SECONDS: Final = 5.0
@@ -33,8 +36,12 @@ def build_engine(
     *,
     transport: httpx.AsyncBaseTransport | None = None,
     clock: Callable[[], datetime] | None = None,
+    home_root: Path | None = None,
 ) -> Engine:
     """The engine ``config.kind`` names, with its secrets read from ``environ``.
+
+    ``home_root`` holds the claude_code engine's throwaway HOMEs (default: the system's
+    temporary directory).
 
     Raises ``ValueError`` with the offending key for a configuration that cannot work
     (an unknown kind, a GitHub variable among the credentials, a missing model or URL).
@@ -50,6 +57,9 @@ def build_engine(
             credential_env=tuple(credentials),
             kill_grace_seconds=float(getattr(config, "kill_grace_seconds",
                                              DEFAULT_KILL_GRACE_SECONDS)),
+            sandbox=Sandbox(isolation=cast(Isolation, config.isolation),
+                            read_paths=config.isolation_read_paths,
+                            write_paths=config.isolation_write_paths, home_root=home_root),
             clock=clock,
         )
     if kind == "anthropic":
@@ -93,3 +103,40 @@ def _int(config: EngineConfig, name: str, default: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"engine.{name} must be a positive integer")
     return value
+
+
+def engine_homes(config: Config) -> Path:
+    """Where the claude_code engine's throwaway HOMEs go: beside the store."""
+    return Path(config.store.path).parent / "engine-homes"
+
+
+def protected_paths(config: Config, config_path: str | os.PathLike[str] | None,
+                    environ: Mapping[str, str]) -> list[Path]:
+    """What an engine must never be able to open: the config file, every secret file,
+    the store and its directory (the git cache lives there too), and the CLI's own
+    credentials and settings in the service user's HOME."""
+    gh, server = config.github, config.server
+    secrets = [gh.private_key, *gh.webhook_secrets, server.admin_token]
+    paths = [Path(s.source) for s in secrets if s is not None and s.source is not None]
+    if config_path is not None:
+        paths.append(Path(config_path))
+    store = Path(config.store.path)
+    paths += [store, store.parent]
+    home = environ.get("HOME")
+    if home:
+        paths += [Path(home) / ".claude", Path(home) / ".claude.json"]
+    return paths
+
+
+def verify_engine(engine: Engine, config: Config, config_path: str | os.PathLike[str] | None,
+                  environ: Mapping[str, str]) -> Verified | None:
+    """Prove, on this kernel, that ``engine``'s runs cannot open a protected path.
+
+    None for the HTTP engines, which run no child. Raises ``SandboxError`` (the caller
+    refuses to start the engine) when the sandbox cannot be built or leaks.
+    """
+    if not isinstance(engine, ClaudeCodeEngine):
+        return None
+    return verify(engine.sandbox, roots=engine.install_roots(),
+                  protected=protected_paths(config, config_path, environ),
+                  service_pid=os.getpid())

@@ -25,6 +25,7 @@ from typing import Final
 from service.engine.base import Command, EngineRequest, ReviewMode
 from service.engine.findings import schema_for
 from service.invisible import NEWLINES, is_invisible, reveal
+from service.redact import redact_shapes
 
 TITLE_MAX_CHARS: Final = 1_000
 BODY_MAX_CHARS: Final = 20_000
@@ -37,7 +38,6 @@ _TAG_RE = re.compile(r"<(/?)\s*(" + "|".join(_TAGS) + r")\b", re.IGNORECASE)
 _HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
 # "[//]: # (hidden)" and friends: link reference definitions render as nothing.
 _LINK_REF_COMMENT = re.compile(r"^[ \t]{0,3}\[[^\]\n]*\]:[ \t]*#.*$", re.MULTILINE)
-_TOKEN = re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{20,})\b")
 _NEWLINES: Final = NEWLINES
 
 
@@ -57,7 +57,7 @@ def sanitize_untrusted(text: str, limit: int) -> str:
     text = _LINK_REF_COMMENT.sub("", text)
     text = "".join("\n" if ch in _NEWLINES else ch for ch in text)
     text = "".join(ch for ch in text if not _invisible(ch))
-    text = _defuse(_TOKEN.sub("[redacted token]", text))
+    text = _defuse(redact_shapes(text)[0])
     text = re.sub(r"\n{3,}", "\n\n", text).strip()
     if len(text) > limit:
         text = text[:limit] + "\n[… truncated]"

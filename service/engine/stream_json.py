@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,6 +30,7 @@ from service.engine.limits import (
     is_usage_limit_text,
     reset_time,
 )
+from service.redact import redact_shapes
 
 _AUTH_ERRORS: Final = frozenset({"authentication_failed", "oauth_org_not_allowed",
                                  "billing_error", "account_on_hold"})
@@ -395,11 +395,7 @@ def _no_result_detail(state: StreamState, exit_code: int | None, stderr_tail: st
     return f"claude ended without a result event ({code}, {state.lines} lines)"
 
 
-_SECRETISH = re.compile(r"(?:sk-ant-[A-Za-z0-9_-]+|gh[pousr]_[A-Za-z0-9]+|github_pat_\w+|"
-                        r"Bearer\s+\S+)")
-
-
 def _one_line(text: str, limit: int) -> str:
     """A short, single-line, secret-free excerpt for a detail string."""
-    flat = " ".join(_SECRETISH.sub("[redacted]", text).split())
+    flat = " ".join(redact_shapes(text)[0].split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"

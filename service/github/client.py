@@ -14,6 +14,9 @@ simulator's ASGI app); its ``Requester`` (``requester``) applies the pure rules 
 - bounded, jittered retries of 5xx and connection errors (a ``POST`` only when it is
   known not to have reached GitHub, unless the caller says it is idempotent);
 - writes serialised per installation and spaced at least a second apart;
+- nothing secret written: every string in a write's JSON body passes the ``Redactor``
+  (credential shapes, and the service's own key and secrets) before it leaves, and a
+  redaction is logged by kind, never by value (``service.redact``);
 - typed errors (``errors``) instead of status codes.
 
 Time, sleep and randomness are parameters, so tests run without waiting and assert the
@@ -23,6 +26,7 @@ waits.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final
@@ -38,6 +42,7 @@ from service.github.errors import GitHubError
 from service.github.ratelimit import RateLimit, RetryPolicy
 from service.github.requester import Conditional, Params, Requester, Sleep, TokenSource
 from service.github.urls import normalize_api_base, parse_link_header
+from service.redact import Redactor
 
 __all__ = ["API_VERSION", "DIFF_MEDIA", "JSON_MEDIA", "USER_AGENT", "GitHubClient", "TokenSource"]
 
@@ -48,6 +53,9 @@ USER_AGENT: Final = f"pr-review-agent/{__version__}"
 # PATCH counts as idempotent here: GitHub's PATCHes set fields (edit a comment's body),
 # so repeating one yields the same state. POST creates things and does not.
 IDEMPOTENT_METHODS: Final = frozenset({"GET", "HEAD", "PUT", "DELETE", "PATCH"})
+#: The methods whose JSON body is text the App publishes, and so is redacted.
+_WRITES: Final = frozenset({"POST", "PATCH", "PUT"})
+log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT: Final = httpx.Timeout(30.0, connect=10.0)
 
 
@@ -83,8 +91,10 @@ class GitHubClient:
         policy: RetryPolicy | None = None,
         user_agent: str = USER_AGENT,
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
+        redactor: Redactor | None = None,
     ) -> None:
         self._base = normalize_api_base(api_url)
+        self._redactor = redactor or Redactor()
         self._http = httpx.AsyncClient(
             transport=transport,
             timeout=timeout,
@@ -123,6 +133,7 @@ class GitHubClient:
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Sleep = asyncio.sleep,
         policy: RetryPolicy | None = None,
+        redactor: Redactor | None = None,
     ) -> GitHubClient:
         """The production wiring: App JWT from the configured key, tokens minted on demand."""
         return cls(
@@ -133,6 +144,7 @@ class GitHubClient:
             transport=transport,
             sleep=sleep,
             policy=policy,
+            redactor=redactor,
         )
 
     async def aclose(self) -> None:
@@ -284,6 +296,13 @@ class GitHubClient:
         ``idempotent`` defaults by method (everything but POST).
         """
         method = method.upper()
+        if json is not None and method in _WRITES:
+            json, removed = self._redactor.payload(json)
+            if removed:
+                log.warning("redacted %d credential(s) from a %s before sending it",
+                            len(removed), method,
+                            extra={"path": self._requester.path_of(path),
+                                   "kinds": sorted(set(removed))})
         return await self._requester.send(
             actor, method, path, params=params, json=json, accept=accept,
             idempotent=method in IDEMPOTENT_METHODS if idempotent is None else idempotent,

@@ -10,7 +10,8 @@ read the pull request) passes through ``clean``:
   ``<U+202E>`` rather than passed on, so a Trojan-Source trick in a finding is visible;
 - **no pings**: an ``@name`` in prose gets a U+2060 WORD JOINER after the ``@``, so a
   pull request cannot make the App mention (notify) a person or a team; code is left alone;
-- **no secrets**: anything shaped like a GitHub token is redacted;
+- **no secrets**: anything shaped like a credential is redacted (``service.redact``; the
+  GitHub client redacts once more, with the service's own secrets, on the way out);
 - **no trigger**: the trigger phrase is neutralised (``service.triggers.neutralise``).
 
 ``neutralise`` is applied once more to every finished body, so text of our own cannot
@@ -24,6 +25,7 @@ import re
 from typing import Final
 
 from service.invisible import NEWLINES, is_invisible, reveal
+from service.redact import redact_shapes
 from service.triggers import mask_non_prose, neutralise
 
 #: GitHub's limit on a comment, review or pull request body.
@@ -32,7 +34,6 @@ WORD_JOINER: Final = "\u2060"
 
 _HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
 _LINK_REF_COMMENT = re.compile(r"^[ \t]{0,3}\[[^\]\n]*\]:[ \t]*#.*$", re.MULTILINE)
-_TOKEN = re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9_.\-]{20,}|github_pat_[A-Za-z0-9_]{20,})")
 _MENTION = re.compile(r"(?<![A-Za-z0-9_`.@/\-])@(?=[A-Za-z0-9])")
 _NEWLINES: Final = NEWLINES
 
@@ -75,7 +76,7 @@ def clean(text: str, phrase: str) -> str:
     text = "".join("\n" if ch in _NEWLINES else ch for ch in text)
     text = _HTML_COMMENT.sub("", text)
     text = _LINK_REF_COMMENT.sub("", text)
-    text = _TOKEN.sub("[redacted token]", text)
+    text = redact_shapes(text)[0]
     text = reveal_invisible(text)
     text = defuse_mentions(text)
     return neutralise(text, phrase).strip()

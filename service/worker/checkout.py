@@ -38,6 +38,8 @@ from urllib.parse import urlsplit
 
 import anyio
 
+from service.pids import alive
+
 log = logging.getLogger(__name__)
 
 DEFAULT_GIT_TIMEOUT: Final = 600.0
@@ -212,9 +214,27 @@ class BareRepo:
         return validate_sha(out.decode().strip())
 
     async def show(self, sha: str, path: str) -> str | None:
-        """The text of ``path`` at ``sha``, or None when there is no such file."""
+        """The text of the regular file ``path`` at ``sha``, read from git's objects.
+
+        None when there is no such file, and for a symbolic link or a submodule: a
+        link's blob is only a path, and what it points at must never be read, so
+        nothing outside the commit can reach a prompt through a guidelines file.
+        """
         try:
-            data = await self.run("cat-file", "blob", f"{validate_sha(sha)}:{path}")
+            listing = await self.run("ls-tree", "-z", "--full-tree", validate_sha(sha),
+                                     "--", path)
+        except GitError:
+            return None
+        entry = listing.split(b"\0", 1)[0]
+        meta, _, listed = entry.partition(b"\t")
+        fields = meta.split()
+        if len(fields) != 3 or listed.decode("utf-8", "replace") != path:
+            return None
+        mode, kind, obj = fields
+        if kind != b"blob" or mode not in (b"100644", b"100755"):
+            return None
+        try:
+            data = await self.run("cat-file", "blob", obj.decode())
         except GitError:
             return None
         return data.decode("utf-8", "replace")
@@ -299,7 +319,7 @@ class Checkouts:
             return removed
         for entry in self.worktrees.iterdir():
             pid_text = entry.name.split("-", 1)[0]
-            if not pid_text.isdigit() or _alive(int(pid_text)):
+            if not pid_text.isdigit() or alive(int(pid_text)):
                 continue
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry)
@@ -308,14 +328,3 @@ class Checkouts:
                         extra={"count": len(removed)})
         return removed
 
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -37,6 +37,7 @@ from typing import Any
 import httpx
 import yaml
 
+from tests.fake_claude import engine_isolation
 from tests.simulator import GitRepo
 from tests.simulator.harness import app_key_pair
 from tests.simulator.webhooks import HOOKSHOT_AGENT, encode_body, sign
@@ -141,7 +142,13 @@ class ChaosRig:
 
     @property
     def usage_log(self) -> Path:
-        return self.root / "engine-usage.jsonl"
+        return self.engine_dir / "usage.jsonl"
+
+    @property
+    def engine_dir(self) -> Path:
+        """The engine's plan, usage log and scratch: the one tree it may write, apart
+        from the store and the keys beside it (the sandbox proves it at startup)."""
+        return self.root / "engine"
 
     @property
     def webhook_url(self) -> str:
@@ -159,7 +166,7 @@ class ChaosRig:
         (self.root / "app.pem").write_text(private_pem)
         (self.root / "app.pub.pem").write_bytes(public_pem)
         (self.root / "webhook").write_text(WEBHOOK_SECRET)
-        (self.root / "engine-scratch").mkdir(exist_ok=True)
+        (self.engine_dir / "scratch").mkdir(parents=True, exist_ok=True)
         self.usage_log.touch()
         pulls: list[dict[str, Any]] = []
         for index, repo in enumerate(self.repos, start=1):
@@ -198,8 +205,8 @@ class ChaosRig:
     def write_plan(self, **changes: Any) -> None:
         s = replace(self.settings, **changes) if changes else self.settings
         self.settings = s
-        (self.root / "engine-plan.json").write_text(json.dumps({
-            "usage_log": str(self.usage_log), "scratch": str(self.root / "engine-scratch"),
+        (self.engine_dir / "plan.json").write_text(json.dumps({
+            "usage_log": str(self.usage_log), "scratch": str(self.engine_dir / "scratch"),
             "min_seconds": s.engine_seconds[0], "max_seconds": s.engine_seconds[1],
             "min_tokens": s.engine_tokens[0], "max_tokens": s.engine_tokens[1],
             "hang": list(s.hang)}))
@@ -217,9 +224,10 @@ class ChaosRig:
             "triggers": {},
             "workers": {"count": s.workers, "lease_seconds": s.lease_seconds},
             "engine": {"command": f"{sys.executable} {CLAUDE_CHAOS} --plan "
-                                  f"{self.root / 'engine-plan.json'}",
+                                  f"{self.engine_dir / 'plan.json'}",
                        "wall_clock_seconds": s.wall_clock_seconds, "max_turns": 5,
-                       "kill_grace_seconds": 1, "credential_env": []},
+                       "kill_grace_seconds": 1, "credential_env": [],
+                       **engine_isolation(self.engine_dir)},
             "retention": {"purge_after_close": False},
             "budget": {"session_tokens": s.session_tokens, "weekly_tokens": s.weekly_tokens,
                        "max_run_tokens": s.max_run_tokens, "reviewer_share_pct": 100,

@@ -293,7 +293,7 @@ def write_config(directory: Path, *, api_url: str, port: int, scenario: Scenario
         "triggers": {},
         "workers": {"count": 2, "lease_seconds": 600},
         "engine": {"command": scenario.command, "wall_clock_seconds": 60,
-                   "kill_grace_seconds": 1},
+                   "kill_grace_seconds": 1, **scenario.isolation_config},
         "budget": {"session_tokens": 1_000_000, "weekly_tokens": 10_000_000,
                    "max_run_tokens": 50_000},
     }

@@ -7,7 +7,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from service.engine.sandbox import Sandbox
+
 FAKE_CLAUDE = Path(__file__).with_name("claude")
+_TESTS = Path(__file__).resolve().parents[1]
+
+
+def engine_isolation(writable: Path) -> dict[str, list[str]]:
+    """``engine`` config keys that open the Landlock sandbox just enough for the project's
+    fakes: their scripts (this package and the chaos wrapper) to read, ``writable`` for
+    what they record. Everything else stays closed, as in production."""
+    return {"isolation_read_paths": [str(FAKE_CLAUDE.parent), str(_TESTS / "chaos")],
+            "isolation_write_paths": [str(writable)]}
 
 
 class Scenario:
@@ -29,6 +40,17 @@ class Scenario:
         variables to the environment, which would hide what the engine really passed.
         """
         return f"{sys.executable} {FAKE_CLAUDE} --scenario {self.path}"
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """The engine's Landlock sandbox, opened just enough for the fake: its own script
+        (read) and this scenario's directory (it records each invocation there)."""
+        return Sandbox(read_paths=(str(FAKE_CLAUDE.parent),), write_paths=(str(self.dir),))
+
+    @property
+    def isolation_config(self) -> dict[str, list[str]]:
+        """The same opening as ``engine`` config keys, for a service run from a file."""
+        return engine_isolation(self.dir)
 
     def call(self, n: int = 1) -> dict[str, Any]:
         """What invocation ``n`` recorded: argv, env, cwd, stdin, pid, pgid."""

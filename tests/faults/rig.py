@@ -31,6 +31,7 @@ import yaml
 from service import daemon
 from service.config import Config, load_config
 from tests.chaos.rig import CLAUDE_CHAOS, signed_delivery
+from tests.fake_claude import engine_isolation
 from tests.simulator import GitRepo, SimulatorTransport, World
 from tests.simulator.harness import app_key_pair
 
@@ -87,10 +88,11 @@ class FaultRig:
                                user="alice", head_sha=head, base_sha=base)
         (tmp / "app.pem").write_text(private_pem)
         (tmp / "webhook").write_text("fault-secret")
-        (tmp / "scratch").mkdir(exist_ok=True)
-        (tmp / "usage.jsonl").touch()
-        (tmp / "plan.json").write_text(json.dumps({
-            "usage_log": str(tmp / "usage.jsonl"), "scratch": str(tmp / "scratch"),
+        engine_dir = tmp / "engine"  # all the engine may write: not the store, nor the key
+        (engine_dir / "scratch").mkdir(parents=True, exist_ok=True)
+        (engine_dir / "usage.jsonl").touch()
+        (engine_dir / "plan.json").write_text(json.dumps({
+            "usage_log": str(engine_dir / "usage.jsonl"), "scratch": str(engine_dir / "scratch"),
             "min_seconds": engine_seconds[0], "max_seconds": engine_seconds[1],
             "min_tokens": 1000, "max_tokens": 5000, "hang": list(hang)}))
         store = (store_dir or tmp) / "state.db"
@@ -102,9 +104,11 @@ class FaultRig:
             "poller": {"interval_seconds": 1},
             "triggers": {},
             "workers": {"count": workers, "lease_seconds": 30},
-            "engine": {"command": f"{sys.executable} {CLAUDE_CHAOS} --plan {tmp / 'plan.json'}",
+            "engine": {"command": f"{sys.executable} {CLAUDE_CHAOS} --plan "
+                                  f"{engine_dir / 'plan.json'}",
                        "wall_clock_seconds": wall_clock_seconds, "max_turns": 5,
-                       "kill_grace_seconds": 1, "credential_env": []},
+                       "kill_grace_seconds": 1, "credential_env": [],
+                       **engine_isolation(engine_dir)},
             "retention": {"purge_after_close": False},
             "budget": {"session_tokens": 5_000_000, "weekly_tokens": 50_000_000,
                        "max_run_tokens": 30_000, "reviewer_share_pct": 100},
@@ -223,4 +227,4 @@ class FaultRig:
 
     def engine_runs(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in
-                (self.tmp / "usage.jsonl").read_text().splitlines() if line.strip()]
+                (self.tmp / "engine" / "usage.jsonl").read_text().splitlines() if line.strip()]
