@@ -41,6 +41,10 @@ def _check_config(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"  {line}", file=out)
     if verified is not None:
         print(f"  {verified.describe()}", file=out)
+    from service.engine.factory import engine_warnings
+
+    for warning in engine_warnings(config.engine, os.environ):
+        print(f"  warning: {warning}", file=out)
     return 0
 
 

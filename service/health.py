@@ -86,6 +86,8 @@ class Health:
         self._breaker: tuple[bool, _Event] | None = None
         self._auth_ok: _Event | None = None
         self._auth_failed: _Event | None = None
+        self._engine_ok: _Event | None = None
+        self._engine_failed: _Event | None = None
 
     # -- reports from components ---------------------------------------------------------
 
@@ -139,6 +141,16 @@ class Health:
         with self._lock:
             self._auth_failed = _Event(_aware(now), reason)
 
+    def engine_ran(self, now: datetime) -> None:
+        """An engine run started (whatever it then found): the engine can be run."""
+        with self._lock:
+            self._engine_ok = _Event(_aware(now))
+
+    def engine_unavailable(self, now: datetime, reason: str) -> None:
+        """The engine could not be started (``reason``: no secret in it)."""
+        with self._lock:
+            self._engine_failed = _Event(_aware(now), reason)
+
     # -- the report ------------------------------------------------------------------------
 
     def report(self, now: datetime) -> dict[str, object]:
@@ -150,7 +162,11 @@ class Health:
             checks["workers"] = self._workers_check()
             checks["breaker"] = self._breaker_check(now)
             checks["github_auth"] = self._auth_check()
-        statuses = {check["status"] for check in checks.values()}
+            checks["engine"] = self._engine_check()
+        # An engine that cannot start fails its own check, but the process stays ready:
+        # it still takes webhooks and queues them for when the engine is back.
+        statuses = {DEGRADED if name == "engine" and check["status"] == FAILING
+                    else check["status"] for name, check in checks.items()}
         status: Status = (
             FAILING if FAILING in statuses else DEGRADED if DEGRADED in statuses else OK
         )
@@ -222,6 +238,20 @@ class Health:
             "since": event.at.isoformat(),
             "detail": event.detail,
         }
+
+    def _engine_check(self) -> dict[str, object]:
+        if self._workers is None:
+            return {"status": NOT_RUNNING}
+        ok, failed = self._engine_ok, self._engine_failed
+        check: dict[str, object] = {
+            "status": OK,
+            "last_run_at": None if ok is None else ok.at.isoformat(),
+            "last_failure_at": None if failed is None else failed.at.isoformat(),
+            "last_failure": None if failed is None else failed.detail,
+        }
+        if failed is not None and (ok is None or failed.at >= ok.at):
+            check["status"] = FAILING
+        return check
 
     def _auth_check(self) -> dict[str, object]:
         ok, failed = self._auth_ok, self._auth_failed

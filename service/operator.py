@@ -276,6 +276,11 @@ def _unclaimed(queue: ReviewQueue, governor: Governor, key: str, clock: Clock) -
         frees = f", frees at {refusal.frees_at.isoformat()}" if refusal.frees_at else ""
         return (f"the budget refused it ({refusal.reason}{window}{frees}); "
                 "nothing was spent; see pr-review-agent budget")
+    if row is not None and row.status == "pending" and row.leased_until is not None \
+            and row.leased_until > clock():
+        return (f"attempt {row.attempts} failed; it is tried again from "
+                f"{row.leased_until.isoformat()} (pr-review-agent serve does, or run this "
+                "command then)")
     return "another review of this pull request is running; try again when it is done"
 
 

@@ -142,7 +142,7 @@ async def run_workers(services: Services, stop: asyncio.Event) -> None:
         store=services.store, queue=services.queue, governor=services.governor,
         github=services.github, installations=installations, checkouts=checkouts,
         engine=engine, publisher=SkipAcked(publisher, early), clock=services.clock,
-        settings=JobSettings.from_config(config))
+        settings=JobSettings.from_config(config), health=services.health)
     pool = WorkerPool(queue=services.queue, governor=services.governor, job=job,
                       clock=services.clock, count=config.workers.count,
                       health=services.health)

@@ -4,7 +4,12 @@
 the CLI asks) on 127.0.0.1 and answers the Nth model call with ``turns[N]``:
 
 - ``{"tool": "Read", "input": {...}}`` — a ``tool_use`` block (the model asks for a tool);
-- ``{"text": "..."}`` — a text block ending the turn.
+- ``{"text": "..."}`` — a text block ending the turn (``"stop_reason"`` and
+  ``"output_tokens"`` override the defaults, e.g. ``max_tokens`` for an answer cut off
+  at the output maximum);
+- ``{"status": 401, "type": "authentication_error", "message": "..."}`` — an error
+  answer in the API's shape (``{"type": "error", "error": {...}}``), with
+  ``"headers"`` added (``retry-after``…).
 
 Past the script it repeats the last turn. Every request body is kept in ``requests``, and
 ``tool_results()`` returns what the CLI sent back for each tool call, in order: what the
@@ -64,6 +69,12 @@ class FakeAnthropic:
                     turn = fake.turns[min(fake._calls, len(fake.turns) - 1)]
                     fake._calls += 1
                     call = fake._calls
+                if "status" in turn:
+                    self._json(int(turn["status"]), {"type": "error", "error": {
+                        "type": turn.get("type", "api_error"),
+                        "message": turn.get("message", "error")}},
+                        headers=turn.get("headers", {}))
+                    return
                 self._stream(turn, call, body.get("model") or fake.model)
 
             def do_GET(self) -> None:
@@ -71,9 +82,12 @@ class FakeAnthropic:
                 self._json(404, {"type": "error", "error": {"type": "not_found_error",
                                                             "message": "not found"}})
 
-            def _json(self, status: int, value: object) -> None:
+            def _json(self, status: int, value: object,
+                      headers: dict[str, str] | None = None) -> None:
                 data = json.dumps(value).encode()
                 self.send_response(status)
+                for name, header in (headers or {}).items():
+                    self.send_header(name, header)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
@@ -93,7 +107,7 @@ class FakeAnthropic:
                 else:
                     block = {"type": "text", "text": ""}
                     delta = {"type": "text_delta", "text": turn.get("text", "")}
-                    stop = "end_turn"
+                    stop = turn.get("stop_reason", "end_turn")
                 usage = {"input_tokens": 100, "output_tokens": 1,
                          "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
                 for event, data in (
@@ -108,7 +122,8 @@ class FakeAnthropic:
                     ("content_block_stop", {"type": "content_block_stop", "index": 0}),
                     ("message_delta", {"type": "message_delta",
                                        "delta": {"stop_reason": stop, "stop_sequence": None},
-                                       "usage": {"output_tokens": 20}}),
+                                       "usage": {"output_tokens": turn.get("output_tokens",
+                                                                           20)}}),
                     ("message_stop", {"type": "message_stop"}),
                 ):
                     self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())

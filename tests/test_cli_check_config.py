@@ -88,8 +88,8 @@ def test_good_file_exits_0_with_the_limits(
     assert "  budget window weekly (7 d): 600000 tokens (40% of weekly_tokens 1500000)" in lines
     assert "  budget max_run_tokens: 30000 reserved per run" in lines
     assert f"  store: {config_dir / 'state.db'}" in lines
-    assert lines[-1].startswith("  engine isolation: landlock (ABI ")
-    assert "cannot open" in lines[-1]
+    [isolation] = [line for line in lines if line.startswith("  engine isolation: ")]
+    assert isolation.startswith("  engine isolation: landlock (ABI ") and "cannot open" in isolation
     assert WEBHOOK_SECRET not in out
     assert pem.decode().splitlines()[1] not in out
 
@@ -190,3 +190,28 @@ def test_python_dash_m_service_check_config(config_dir: Path) -> None:
     assert bad.stdout == ""
     assert bad.stderr.startswith("bad.yaml: 4 problem(s)\n")
     assert "budget.weekly_token: unknown key (did you mean weekly_tokens?)" in bad.stderr
+
+
+def test_an_engine_that_could_not_start_is_warned_about(
+    config_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bindir = config_dir.parent / f"{config_dir.name}-bin"
+    bindir.mkdir()
+    monkeypatch.setenv("PATH", str(bindir))  # no claude here
+    monkeypatch.delenv("CLAUDE_CODE_OAUTH_TOKEN", raising=False)
+    assert main(["check-config", str(config_dir / "good.yaml")]) == 0
+    out, _ = capsys.readouterr()
+    warnings = [line for line in out.splitlines() if line.startswith("  warning: ")]
+    assert warnings == [
+        "  warning: engine.command: 'claude' is not on PATH or not executable; every review "
+        "would end engine_unavailable",
+        "  warning: engine.credential_env: CLAUDE_CODE_OAUTH_TOKEN is not set; claude would "
+        "not be logged in (give the token from `claude setup-token`)",
+    ]
+
+    fake = bindir / "claude"  # beside the secrets, the sandbox check would refuse it
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-x")
+    assert main(["check-config", str(config_dir / "good.yaml")]) == 0
+    assert "warning:" not in capsys.readouterr().out

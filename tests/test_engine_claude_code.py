@@ -94,16 +94,15 @@ def request(workdir: Path, **overrides: Any) -> EngineRequest:
 def engine(scenario: Scenario, env: dict[str, str], **kwargs: Any) -> ClaudeCodeEngine:
     options: dict[str, Any] = {"kill_grace_seconds": 0.5, "result_grace_seconds": 2.0,
                                "clock": lambda: NOW, "sandbox": scenario.sandbox}
-    options.update(kwargs)
-    return ClaudeCodeEngine(command=scenario.command, model="claude-sonnet-4-5",
-                            environ=env, **options)
+    options = {"model": "claude-sonnet-4-5", **options, **kwargs}
+    return ClaudeCodeEngine(command=scenario.command, environ=env, **options)
 
 
 async def play(tmp_path: Path, env: dict[str, str], *calls: list[dict[str, Any]],
                req: EngineRequest | None = None, **kwargs: Any) -> tuple[EngineResult, Scenario]:
     scenario = Scenario(tmp_path / "fake", *calls)
     workdir = tmp_path / "worktree"
-    workdir.mkdir(exist_ok=True)
+    workdir.mkdir(parents=True, exist_ok=True)
     result = await engine(scenario, env, **kwargs).run(req or request(workdir))
     return result, scenario
 
@@ -189,13 +188,17 @@ async def test_child_gets_read_only_flags_scrubbed_env_and_prompt_on_stdin(
                    "AWS_SECRET_ACCESS_KEY", "ANTHROPIC_API_KEY"):
         assert secret not in env
     assert not any(v.startswith(("ghp_", "ghs_")) for v in env.values())
-    allowed = {*ENV_ALLOWLIST, *QUIET_ENV, "CLAUDE_CODE_OAUTH_TOKEN"}
+    allowed = {*ENV_ALLOWLIST, *QUIET_ENV, "CLAUDE_CODE_OAUTH_TOKEN",
+               "CLAUDE_CODE_MAX_OUTPUT_TOKENS"}
     # Python adds LC_CTYPE on some platforms when it coerces the C locale; it is LC_*.
     assert {k for k in env if not k.startswith("LC_")} <= allowed
     assert env["CLAUDE_CODE_OAUTH_TOKEN"] == "sk-ant-oat01-good"
     assert env["LC_ALL"] == "C.UTF-8"
     # No calls beside the review, whatever the service's environment said.
     assert {k: env[k] for k in QUIET_ENV} == QUIET_ENV
+    # Each call's output capped at a quarter of the run's 60 000 tokens.
+    assert env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] == "15000"
+    assert call["warnings"] == []  # every tool named is one the CLI has
     # A HOME of the run's own, empty (no credentials file, no settings), gone afterwards.
     assert env["HOME"] != "/home/reviewer" and call["home_entries"] == ["tmp"]
     assert env["TMPDIR"] == str(Path(env["HOME"]) / "tmp")
@@ -284,9 +287,10 @@ async def test_hang_is_killed_at_the_wall_clock_with_its_whole_group(
                                   req=request(tmp_path, wall_clock_seconds=1.5))
     elapsed = time.monotonic() - started
     assert result.stop_reason == "timeout"
-    assert elapsed < 5
-    # No result event: usage is the per-message estimate.
-    assert (result.usage.tokens, result.usage.confidence) == (10, "estimated")
+    assert elapsed < 30  # killed at 1.5 s; left alone, the child would sleep 60 s
+    # No result event: the per-message estimate (7 input tokens, "Looking…" is 10 bytes:
+    # 4 output tokens) plus the block in progress at the call's output cap (15 000).
+    assert (result.usage.tokens, result.usage.confidence) == (7 + 4 + 15_000, "estimated")
     assert_no_orphans(scenario)
 
 
@@ -305,9 +309,11 @@ async def test_token_overrun_during_the_run_aborts_as_truncated(
     started = time.monotonic()
     result, scenario = await play(tmp_path, parent_env, steps,
                                   req=request(tmp_path, max_run_tokens=15_000))
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # the child would otherwise sleep 60 s
     assert result.stop_reason == "truncated"
-    assert (result.usage.tokens, result.usage.confidence) == (18_330, "estimated")
+    # Three messages of 6 010 input tokens and a 1-byte answer ("a" repeated per block is
+    # one block), then the block in progress at the output cap of a 15 000-token run.
+    assert (result.usage.tokens, result.usage.confidence) == (3 * 6_011 + 4_096, "estimated")
     assert_no_orphans(scenario)
 
 
@@ -368,7 +374,7 @@ async def test_plan_limit_forms_are_usage_limit(
         resets_at: datetime | None) -> None:
     started = time.monotonic()
     result, _ = await play(tmp_path, parent_env, steps, result_grace_seconds=0.5)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # the child would otherwise sleep 60 s
     assert result.stop_reason == "usage_limit", result.detail
     assert result.usage_limit_resets_at == resets_at
     if any("result" in step for step in steps):
@@ -429,7 +435,9 @@ async def test_crash_mid_run_estimates_from_deduplicated_messages(
     result, _ = await play(tmp_path, parent_env, steps)
     assert result.stop_reason == "engine_error"
     assert "exit 1" in result.detail
-    assert (result.usage.tokens, result.usage.confidence) == (130, "estimated")
+    # 110 input and cache tokens as the events show them (output 1, no text), and the
+    # block that may have been in progress when it crashed, at the output cap (15 000).
+    assert (result.usage.tokens, result.usage.confidence) == (111 + 15_000, "estimated")
 
 
 @pytest.mark.anyio
@@ -518,3 +526,109 @@ async def test_an_adapter_bug_still_returns_a_result(
     assert result.stop_reason == "engine_error"
     assert "internal error" in result.detail
     assert (result.usage.tokens, result.usage.confidence) == (None, "unavailable")
+
+
+# --- parity with the real CLI (ENGINE-FACTS, "Observed against an Anthropic-compatible API")
+
+
+@pytest.mark.anyio
+async def test_output_is_counted_from_the_streamed_content_not_the_events_usage(
+        tmp_path: Path, parent_env: dict[str, str]) -> None:
+    # The events say output_tokens 1 (the stream's start); 60 000 bytes of text is about
+    # 20 000 tokens of output: the running cap must see them, and stop the run.
+    text = "x" * 60_000
+    steps: Steps = [{"init": {}}, {"spawn_sleeper": {}},
+                    {"assistant": {"text": text, "id": "msg_big",
+                                   "usage": {"input_tokens": 100, "output_tokens": 20_000}}},
+                    {"sleep": 60}]
+    result, scenario = await play(tmp_path, parent_env, steps,
+                                  req=request(tmp_path, max_run_tokens=15_000))
+    assert result.stop_reason == "truncated", result.detail
+    # 100 input + 60 000 / 3 output, and the block in progress at the output cap (4 096).
+    assert (result.usage.tokens, result.usage.confidence) == (100 + 20_000 + 4_096,
+                                                              "estimated")
+    assert_no_orphans(scenario)
+
+
+@pytest.mark.anyio
+async def test_each_calls_output_is_capped_from_what_is_left_of_the_run(
+        tmp_path: Path, parent_env: dict[str, str]) -> None:
+    first: Steps = [{"init": {}}, {"assistant": {"text": PROSE}},
+                    result_step(result=PROSE, modelUsage={"m": {
+                        "inputTokens": 20_000, "outputTokens": 0}})]
+    second: Steps = [{"init": {}}, {"assistant": {"text": FENCED_ANSWER}},
+                     result_step(result=FENCED_ANSWER)]
+    _, scenario = await play(tmp_path, parent_env, first, second)
+    assert scenario.call(1)["env"]["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] == "15000"  # 60 000 / 4
+    # The repair has 40 000 left: its calls may write at most 10 000 each.
+    assert scenario.call(2)["env"]["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] == "10000"
+
+
+OUTPUT_MAXIMUM = ("API Error: Claude's response exceeded the 64000 output token maximum. "
+                  "To configure this behavior, set the CLAUDE_CODE_MAX_OUTPUT_TOKENS "
+                  "environment variable.")
+
+
+@pytest.mark.anyio
+async def test_an_answer_over_the_output_maximum_is_truncated(
+        tmp_path: Path, parent_env: dict[str, str]) -> None:
+    # As 2.1.197 ends it: four billed calls, a synthetic message, a "success" error result.
+    steps: Steps = [{"init": {}},
+                    *({"assistant": {"text": "a", "id": f"msg_{n}",
+                                     "usage": {"input_tokens": 100, "output_tokens": 64_000}}}
+                      for n in range(4)),
+                    {"synthetic": {"text": OUTPUT_MAXIMUM, "error": "max_output_tokens"}},
+                    result_step(subtype="success", is_error=True, stop_reason="stop_sequence",
+                                result=OUTPUT_MAXIMUM, total_cost_usd=6.4)]
+    result, _ = await play(tmp_path, parent_env, steps)
+    assert result.stop_reason == "truncated", result.detail
+    assert "output token maximum" in result.detail
+    assert (result.usage.tokens, result.usage.confidence) == (4 * 64_100, "exact")
+
+
+@pytest.mark.anyio
+async def test_a_rejected_credential_stops_the_cli_at_once_at_no_cost(
+        tmp_path: Path, parent_env: dict[str, str]) -> None:
+    # The real CLI retries a 401 ten times over about three minutes; the first retry
+    # event already says authentication_failed.
+    steps: Steps = [{"init": {}}, {"spawn_sleeper": {}},
+                    {"api_retry": {"attempt": 1, "error_status": 401,
+                                   "error": "authentication_failed"}},
+                    {"sleep": 60},
+                    {"api_retry": {"attempt": 2, "error_status": 401,
+                                   "error": "authentication_failed"}}]
+    started = time.monotonic()
+    result, scenario = await play(tmp_path, parent_env, steps)
+    assert time.monotonic() - started < 30  # not the CLI's minutes of retries
+    assert result.stop_reason == "engine_unavailable"
+    assert (result.usage.tokens, result.usage.confidence) == (0, "exact")
+    assert "authenticate" in result.detail
+    assert_no_orphans(scenario)
+
+
+@pytest.mark.anyio
+async def test_one_model_name_whether_the_usage_is_exact_or_estimated(
+        tmp_path: Path, parent_env: dict[str, str]) -> None:
+    # Without --model, 2.1.197 says claude-opus-4-8[1m] in init and modelUsage, and
+    # claude-opus-4-8 in each message.
+    answer: Steps = [{"init": {}}, {"assistant": {"text": FENCED_ANSWER}},
+                     result_step(result=FENCED_ANSWER)]
+    exact, _ = await play(tmp_path / "a", parent_env, answer, model=None)
+    steps: Steps = [{"init": {}}, {"assistant": {"text": "a"}}, {"exit": 1}]
+    estimated, _ = await play(tmp_path / "b", parent_env, steps, model=None)
+    assert exact.usage.confidence == "exact" and estimated.usage.confidence == "estimated"
+    assert exact.usage.model == estimated.usage.model == "claude-opus-4-8"
+
+
+@pytest.mark.anyio
+async def test_a_persistent_429_into_the_wall_clock_says_what_happened(
+        tmp_path: Path, parent_env: dict[str, str]) -> None:
+    steps: Steps = [{"init": {}},
+                    *({"api_retry": {"attempt": n, "error_status": 429, "error": "rate_limit"}}
+                      for n in (1, 2, 3)),
+                    {"sleep": 60}]
+    result, _ = await play(tmp_path, parent_env, steps,
+                           req=request(tmp_path, wall_clock_seconds=1.5))
+    assert result.stop_reason == "timeout"
+    assert result.detail == ("killed at the wall-clock limit; the API kept answering 429, "
+                             "rate limited (3 retries)")

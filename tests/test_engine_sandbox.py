@@ -456,3 +456,9 @@ def test_review_refuses_to_run_an_engine_that_could_read_the_key(tmp_path: Path)
     code = review_command(load_config(path, {}), "octo/app", 1, dry_run=True, out=out,
                           err=err, environ={}, config_path=str(path))
     assert code == 1 and "the engine may not run here" in err.getvalue()
+
+
+def test_a_program_in_bin_never_opens_the_whole_file_system() -> None:
+    # /bin/sh's "prefix" would be / (there is a /lib beside /bin): never that.
+    roots = install_roots("/bin/sh", "/bin")
+    assert "/" not in roots and roots

@@ -15,7 +15,7 @@ import pytest
 
 from service.config import Config, EngineConfig, GitHubConfig, ReviewConfig, Secret, TriggersConfig
 from service.engine.base import EngineRequest, EngineResult
-from service.worker import JobSettings, RecordedRun
+from service.worker import Installations, JobRunner, JobSettings, RecordedRun
 from service.worker.checkout import GitRunner, auth_header
 from service.worker.estimate import Estimator
 from tests.simulator import open_pull, push_to_pull
@@ -492,3 +492,40 @@ def test_settings_from_config_follow_the_config() -> None:
             settings.wall_clock_seconds, settings.auto_review) == (
         ("*.min.js",), 42, 7, 99.0, False)
 
+
+
+@pytest.mark.anyio
+async def test_an_engine_that_cannot_start_does_not_use_up_the_head(sim: Sim) -> None:
+    # claude not installed, or not logged in: nothing ran, nothing was spent. The row
+    # waits for the engine like it waits out a GitHub outage; /healthz says so meanwhile.
+    from service.engine.base import no_usage
+    from service.health import Health
+
+    health = Health(sim.store)
+    health.workers_started(["w"])
+    pr = sim.open_pr({"src/app.py": "x\n"})
+    key = sim.enqueue_opened(pr)
+    sim.engine.answer = lambda request: EngineResult(
+        usage=no_usage("fake", None), stop_reason="engine_unavailable",
+        detail="'claude' was not found or is not executable")
+    runner = JobRunner(
+        store=sim.store, queue=sim.queue, governor=sim.governor, github=sim.github,
+        installations=Installations(sim.store, sim.github), checkouts=sim.checkouts,
+        engine=sim.engine, publisher=sim.publisher, clock=sim.world.clock.now,
+        settings=sim.settings, health=health)
+    await runner(sim.claim())
+    [row] = sim.ledger(key)
+    assert (row["used_tokens"], row["stop_reason"]) == (0, "engine_unavailable")
+    queued = sim.queue.get(key)
+    assert queued is not None and (queued.status, queued.attempts) == ("pending", 1)
+    assert sim.run_row(key) is None and sim.publisher.runs == []
+    engine = health.report(sim.now())["checks"]["engine"]  # type: ignore[index]
+    assert engine["status"] == "failing" and "not found" in engine["last_failure"]
+    assert health.report(sim.now())["status"] == "degraded"  # webhooks are still taken
+
+    sim.engine.answer = sim.engine.completed  # installed now
+    sim.world.clock.advance(61)
+    await runner(sim.claim())
+    assert [r["stop_reason"] for r in sim.ledger(key)] == ["engine_unavailable", "completed"]
+    assert sim.status(key) == "done"
+    assert health.report(sim.now())["checks"]["engine"]["status"] == "ok"  # type: ignore[index]

@@ -58,8 +58,10 @@ READ_ONLY_TOOLS: Final = ("Read", "Grep", "Glob")
 #: Each read-only tool allowed beneath the working directory (the worktree) only. A rule
 #: that is a bare tool name would match the tool on any path: never add one.
 SCOPED_ALLOW_RULES: Final = tuple(f"{tool}(./**)" for tool in READ_ONLY_TOOLS)
-DISALLOWED_TOOLS: Final = ("Bash", "Edit", "Write", "MultiEdit", "NotebookEdit", "WebFetch",
-                           "WebSearch", "Task", "Agent")
+#: Every one a tool of Claude Code 2.1.x: the CLI warns, on every run, about a rule naming
+#: a tool it does not have (``MultiEdit`` is gone).
+DISALLOWED_TOOLS: Final = ("Bash", "Edit", "Write", "NotebookEdit", "WebFetch", "WebSearch",
+                           "Task", "Agent")
 #: The variables the child may inherit, besides LC_* and the configured credentials.
 ENV_ALLOWLIST: Final = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR")
 #: Subscription OAuth only by default: a stray ANTHROPIC_API_KEY would silently move
@@ -76,8 +78,18 @@ QUIET_ENV: Final = {
 }
 _FORBIDDEN_PREFIXES: Final = ("GH_", "GITHUB_")
 REPAIR_MAX_TURNS: Final = 3  # 2.x spends a turn before the model replies; leave room
+#: Each API call's output is capped (``CLAUDE_CODE_MAX_OUTPUT_TOKENS``) at a quarter of
+#: the call's allowance, within these bounds: the CLI prints nothing until a content block
+#: closes, so this is what bounds how far one block can carry a run past its cap.
+TURN_OUTPUT_MIN: Final = 4_096
+TURN_OUTPUT_MAX: Final = 32_000
 MIN_REPAIR_SECONDS: Final = 5.0
 MAX_LINE_BYTES: Final = 8 * 1024 * 1024
+
+
+def turn_output_limit(allowance: int) -> int:
+    """The output cap of each API call of a run allowed ``allowance`` tokens."""
+    return max(TURN_OUTPUT_MIN, min(TURN_OUTPUT_MAX, allowance // 4))
 
 
 def is_forbidden_env(name: str) -> bool:
@@ -263,7 +275,8 @@ class ClaudeCodeEngine:
 
         def on_line(line: bytes) -> Verdict:
             state.feed(line)
-            if state.running_tokens > token_cap:
+            # A rejected key is retried for minutes by the CLI: nothing it will do can work.
+            if state.running_tokens > token_cap or state.auth_failure:
                 return Verdict.STOP
             return Verdict.WIND_DOWN if state.terminal else Verdict.CONTINUE
 
@@ -272,7 +285,9 @@ class ClaudeCodeEngine:
             roots=self.install_roots(), worktree=request.workdir, home=home)
         # The run's own HOME: the service's ~/.claude (settings, CLAUDE.md, credentials)
         # is never read, and whatever the CLI writes there is deleted with the run.
-        env = {**self._env, **QUIET_ENV, "HOME": str(home), "TMPDIR": str(home / "tmp")}
+        turn_output = turn_output_limit(token_cap)
+        env = {**self._env, **QUIET_ENV, "HOME": str(home), "TMPDIR": str(home / "tmp"),
+               "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(turn_output)}
         try:
             ended = await run_process(
                 argv, stdin=prompt.encode("utf-8", errors="replace"), cwd=request.workdir,
@@ -287,14 +302,18 @@ class ClaudeCodeEngine:
             return EngineResult(usage=no_usage(self.name, self._model),
                                 stop_reason="engine_unavailable", detail=unconfined)
         aborted: Abort | None = None
-        if ended.killed == "stopped" and state.running_tokens > token_cap:
+        if ended.killed == "stopped" and state.auth_failure:
+            aborted = None  # classify() reports the credentials, at no cost
+        elif ended.killed == "stopped" and state.running_tokens > token_cap:
             aborted = "tokens"
         elif ended.killed is not None and state.result is None:
             # Killed at the deadline (or after a rejected plan limit went quiet): with a
             # plan limit on record, classify() reports usage_limit instead of timeout.
             aborted = "timeout"
+        # Ended before its result, the run may also have paid for the block it was in:
+        # at most one call's output cap.
         outcome = classify(state, exit_code=ended.exit_code, aborted=aborted,
-                           stderr_tail=ended.stderr_tail)
+                           stderr_tail=ended.stderr_tail, unseen_output=turn_output)
         if ended.oversized_lines:
             log.warning("skipped %d over-long output lines", ended.oversized_lines,
                         extra={**request.log_extra, "engine": self.name})

@@ -8,6 +8,8 @@ with ``getattr`` and a default, so this works before and after config.py grows t
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -140,3 +142,24 @@ def verify_engine(engine: Engine, config: Config, config_path: str | os.PathLike
     return verify(engine.sandbox, roots=engine.install_roots(),
                   protected=protected_paths(config, config_path, environ),
                   service_pid=os.getpid())
+
+
+def engine_warnings(config: EngineConfig, environ: Mapping[str, str]) -> list[str]:
+    """What would make every review end ``engine_unavailable`` here, for ``check-config``:
+    a command not on PATH, a credential variable that is not set."""
+    warnings: list[str] = []
+    if config.kind == "claude_code":
+        words = shlex.split(config.command)
+        if words and shutil.which(words[0], path=environ.get("PATH")) is None:
+            warnings.append(f"engine.command: {words[0]!r} is not on PATH or not executable; "
+                            "every review would end engine_unavailable")
+        unset = [n for n in config.credential_env if not environ.get(n)]
+        if unset and len(unset) == len(config.credential_env):
+            warnings.append(f"engine.credential_env: {', '.join(unset)} "
+                            f"{'is' if len(unset) == 1 else 'are'} not set; claude would not "
+                            "be logged in (give the token from `claude setup-token`)")
+    else:
+        name = config.api_key_env or ("ANTHROPIC_API_KEY" if config.kind == "anthropic" else None)
+        if name is not None and not environ.get(name):
+            warnings.append(f"engine.api_key_env: {name} is not set")
+    return warnings

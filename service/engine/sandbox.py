@@ -74,7 +74,8 @@ def install_roots(executable: str, search_path: str | None) -> tuple[str, ...]:
     ``search_path``).
 
     A program in ``PREFIX/bin`` with a ``PREFIX/lib`` beside it (a venv, ``/usr/local``,
-    a Node install) gets ``PREFIX``; any other program gets its own directory.
+    a Node install) gets ``PREFIX``, unless ``PREFIX`` is ``/`` (``/bin/sh``); any other
+    program gets its own directory.
     """
     found = shutil.which(executable, path=search_path)
     if found is None:
@@ -96,8 +97,10 @@ def install_roots(executable: str, search_path: str | None) -> tuple[str, ...]:
 
 def _root_of(real: Path) -> str:
     parent = real.parent
-    if parent.name == "bin" and (parent.parent / "lib").is_dir():
-        return str(parent.parent)
+    prefix = parent.parent
+    # /bin's "prefix" is the root itself: never that (it would open everything).
+    if parent.name == "bin" and prefix != Path(prefix.anchor) and (prefix / "lib").is_dir():
+        return str(prefix)
     return str(parent)
 
 

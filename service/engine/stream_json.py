@@ -8,15 +8,21 @@ the folded state plus what the adapter saw (exit code, why it killed the child) 
 The CLI's exit code and stderr lie (exit 0 with an error result, exit 1 for everything,
 an empty stderr), so the decision is made from the events; the exit code only colours
 the detail. Usage is *exact* from the result's ``modelUsage`` (cumulative over every
-model the CLI called), *estimated* from per-message usage in ``assistant`` events
-(deduplicated by ``message.id``: the CLI repeats a message once per content block), and
+model the CLI called), *estimated* from what the ``assistant`` events show, and
 *unavailable* when neither was seen.
+
+The estimate needs care: an ``assistant`` event (one per content block, repeating the
+message's id) carries the usage of its API call *as of the start of the stream* — the
+input and cache tokens are right, ``output_tokens`` is 1. So a message's output is
+estimated from the content the events carry, at ``BYTES_PER_TOKEN`` bytes of UTF-8 a
+token, each block counted once; the true figure arrives only with the ``result``.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -40,18 +46,75 @@ _REFUSAL_TEXT: Final = "appears to violate our Usage Policy"
 #: a running total (the CLI repeats a message's events back to back, so this is plenty).
 _DEDUPE_WINDOW: Final = 512
 _TEXT_PROBE: Final = 600  # how much of a message's text is kept for matching
+#: Output is estimated at one token per this many bytes of streamed content. Claude's
+#: tokens average about 4 bytes of English and 3 of code; 3 leans towards charging more.
+BYTES_PER_TOKEN: Final = 3
+_OUTPUT_MAXIMUM: Final = "output token maximum"
+#: ``claude-opus-4-8[1m]`` (the init event, ``modelUsage``) and ``claude-opus-4-8`` (each
+#: message) are one model: the suffix names the context window.
+_MODEL_SUFFIX: Final = re.compile(r"\[[^\]]*\]$")
+
+
+def model_name(model: str | None) -> str | None:
+    """One name for a model, without the CLI's context-window suffix."""
+    return _MODEL_SUFFIX.sub("", model) or None if model else None
+
+
+_INPUT_KEYS: Final = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def message_tokens(usage: Any) -> int | None:
     """input + output + cache creation + cache read of one API call's ``usage``."""
     if not isinstance(usage, dict):
         return None
-    keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
-            "cache_read_input_tokens")
-    values = [usage.get(k) for k in keys]
-    if not any(isinstance(v, int) and not isinstance(v, bool) for v in values):
+    keys = (*_INPUT_KEYS, "output_tokens")
+    if not any(isinstance(usage.get(k), int) and not isinstance(usage.get(k), bool)
+               for k in keys):
         return None
-    return sum(v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > 0)
+    return sum(_count(usage.get(k)) for k in keys)
+
+
+@dataclass
+class _Message:
+    """One API call as its ``assistant`` events show it (see the module docstring)."""
+
+    input_tokens: int
+    reported_output: int
+    content_bytes: int = 0
+    blocks: set[int] = field(default_factory=set)
+
+    @property
+    def tokens(self) -> int:
+        streamed = -(-self.content_bytes // BYTES_PER_TOKEN)
+        return self.input_tokens + max(self.reported_output, streamed)
+
+    def add_blocks(self, content: Any) -> None:
+        if not isinstance(content, list):
+            return
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            encoded = json.dumps(block, sort_keys=True, ensure_ascii=False).encode()
+            fingerprint = hash(encoded)
+            if fingerprint not in self.blocks:  # each block once, however often repeated
+                self.blocks.add(fingerprint)
+                self.content_bytes += _content_bytes(block, len(encoded))
+
+
+def _content_bytes(block: dict[str, Any], encoded: int) -> int:
+    """The bytes the model generated for one block: its text, or a tool call's input."""
+    kind = block.get("type")
+    if kind == "text":
+        return len(str(block.get("text", "")).encode())
+    if kind == "thinking":
+        return len(str(block.get("thinking", "")).encode())
+    if kind == "tool_use":
+        return len(json.dumps(block.get("input", {}), ensure_ascii=False).encode()) + 16
+    return encoded
 
 
 def model_usage_tokens(model_usage: Any) -> tuple[int, str | None] | None:
@@ -118,7 +181,8 @@ class StreamState:
     transient_error: str | None = None
     message_model: str | None = None
     result: ResultEvent | None = None
-    _per_message: OrderedDict[str, int] = field(default_factory=OrderedDict)
+    output_maximum: bool = False
+    _per_message: OrderedDict[str, _Message] = field(default_factory=OrderedDict)
     _folded_tokens: int = 0
     _usage_seen: bool = False
 
@@ -145,8 +209,9 @@ class StreamState:
 
     @property
     def running_tokens(self) -> int:
-        """Deduplicated sum of per-message usage seen so far (the in-run estimate)."""
-        return self._folded_tokens + sum(self._per_message.values())
+        """The in-run estimate: every message's input and cache tokens as reported, and
+        its output from the content streamed (see the module docstring)."""
+        return self._folded_tokens + sum(m.tokens for m in self._per_message.values())
 
     @property
     def usage_seen(self) -> bool:
@@ -162,7 +227,7 @@ class StreamState:
         subtype = event.get("subtype")
         if subtype == "init":
             self.session_id = _str(event.get("session_id")) or self.session_id
-            self.init_model = _str(event.get("model"))
+            self.init_model = model_name(_str(event.get("model")))
             self.api_key_source = _str(event.get("apiKeySource"))
         elif subtype == "api_retry":
             self.api_retries += 1
@@ -179,21 +244,32 @@ class StreamState:
         self.session_id = _str(event.get("session_id")) or self.session_id
         model = _str(message.get("model"))
         if model and model != "<synthetic>":
-            self.message_model = model
-        tokens = message_tokens(message.get("usage"))
-        if tokens is not None:
+            self.message_model = model_name(model)
+        usage = message.get("usage")
+        if message_tokens(usage) is not None and model != "<synthetic>":
+            assert isinstance(usage, dict)
             self._usage_seen = True
             key = _str(message.get("id")) or f"anonymous-{self.assistant_events}"
-            self._per_message[key] = tokens
+            seen = self._per_message.get(key)
+            if seen is None:
+                seen = _Message(sum(_count(usage.get(k)) for k in _INPUT_KEYS),
+                                _count(usage.get("output_tokens")))
+                self._per_message[key] = seen
+            else:
+                seen.reported_output = max(seen.reported_output,
+                                           _count(usage.get("output_tokens")))
+            seen.add_blocks(message.get("content"))
             self._per_message.move_to_end(key)
             while len(self._per_message) > _DEDUPE_WINDOW:
-                self._folded_tokens += self._per_message.popitem(last=False)[1]
+                self._folded_tokens += self._per_message.popitem(last=False)[1].tokens
         text = _message_text(message)
         error = _str(event.get("error"))
         if message.get("stop_reason") == "refusal" or _REFUSAL_TEXT in text:
             self.refusal = True
         if error in _AUTH_ERRORS:
             self.auth_failure = f"the CLI reported {error}"
+        elif error == "max_output_tokens" or _OUTPUT_MAXIMUM in text:
+            self.output_maximum = True
         elif error == "rate_limit" or event.get("api_error_status") == 429:
             info = event.get("api_error_params")
             limit_info = info.get("rate_limit_info") if isinstance(info, dict) else None
@@ -237,7 +313,7 @@ class StreamState:
             cost_usd=float(cost) if isinstance(cost, int | float)
             and not isinstance(cost, bool) and math.isfinite(cost) else None,
             exact_tokens=exact[0] if exact else None,
-            model=exact[1] if exact else None,
+            model=model_name(exact[1]) if exact else None,
             loop_tokens=message_tokens(event.get("usage")),
             errors=tuple(str(e)[:200] for e in errors) if isinstance(errors, list) else (),
         )
@@ -253,6 +329,8 @@ class StreamState:
         if self.result.stop_reason == "refusal" or (
                 self.result.is_error and _REFUSAL_TEXT in text[:_TEXT_PROBE]):
             self.refusal = True
+        if self.result.is_error and _OUTPUT_MAXIMUM in text[:_TEXT_PROBE]:
+            self.output_maximum = True
 
 
 def _str(value: Any) -> str | None:
@@ -311,17 +389,27 @@ class Outcome:
 
 
 def classify(state: StreamState, *, exit_code: int | None, aborted: Abort | None,
-             stderr_tail: str = "") -> Outcome:
+             stderr_tail: str = "", unseen_output: int = 0) -> Outcome:
     """Decide the stop reason and usage of one finished (or killed) process.
 
     First match wins: credentials rejected → ``engine_unavailable``; a plan limit in any
     form → ``usage_limit``; killed at the wall clock → ``timeout``; killed for the token
-    cap → ``truncated``; a refusal → ``refused``; max turns/budget/prompt too long →
-    ``truncated``; a clean success → ``completed``; an execution error → ``failed``;
-    anything else (an error result, no result at all, garbage) → ``engine_error``.
+    cap → ``truncated``; a refusal → ``refused``; max turns/budget/prompt too long, or an
+    answer over the output maximum → ``truncated``; a clean success → ``completed``; an
+    execution error → ``failed``; anything else (an error result, no result at all,
+    garbage) → ``engine_error``.
+
+    ``unseen_output`` is what a process that ended without its result (killed, or
+    crashed) may have generated that no event showed — the block in progress, at most
+    the call's output cap —; it is added to the estimate of such a run. Credentials
+    rejected before any answer cost nothing.
     """
     tokens, confidence, model = _usage(state)
     result = state.result
+    if result is None and confidence == "estimated" and tokens:
+        tokens += unseen_output
+    if state.auth_failure and result is None and not state.usage_seen:
+        tokens, confidence = 0, "exact"  # the API refused the key: nothing was billed
 
     def outcome(stop_reason: str, detail: str, answer: str | None = None) -> Outcome:
         return Outcome(
@@ -340,9 +428,7 @@ def classify(state: StreamState, *, exit_code: int | None, aborted: Abort | None
         return outcome("usage_limit", f"plan usage limit reached{kind}, "
                                       f"reported by {state.plan_limit.source}")
     if aborted == "timeout":
-        retrying = (f"; the API was unreachable ({state.api_retries} retries)"
-                    if state.api_retries and not state.usage_seen else "")
-        return outcome("timeout", "killed at the wall-clock limit" + retrying)
+        return outcome("timeout", "killed at the wall-clock limit" + _retrying(state))
     if aborted == "tokens":
         return outcome("truncated", f"aborted: {state.running_tokens} tokens used, past the "
                                     "run's token cap")
@@ -350,6 +436,9 @@ def classify(state: StreamState, *, exit_code: int | None, aborted: Abort | None
         return outcome("engine_error", _no_result_detail(state, exit_code, stderr_tail))
     if state.refusal:
         return outcome("refused", "the model refused the request")
+    if state.output_maximum and (result.is_error or result.subtype != "success"):
+        return outcome("truncated", "the answer exceeded the output token maximum: "
+                                    + _one_line(result.text, 100))
     if (result.subtype in _TRUNCATED_SUBTYPES or result.terminal_reason in _TRUNCATED_TERMINALS
             or result.text.strip() == "Prompt is too long"):
         return outcome("truncated", f"claude stopped early: {result.subtype}"
@@ -381,6 +470,18 @@ def _usage(state: StreamState) -> tuple[int | None, Confidence, str | None]:
     if result is not None and result.loop_tokens is not None:
         return result.loop_tokens, "estimated", fallback_model
     return None, "unavailable", fallback_model
+
+
+def _retrying(state: StreamState) -> str:
+    """What the CLI was retrying when the wall clock ended it, if that is all it did."""
+    if not state.api_retries or state.usage_seen:
+        return ""
+    status, n = state.last_retry_status, state.api_retries
+    if status is None:
+        return f"; the API was unreachable ({n} retries)"
+    if status == 429:
+        return f"; the API kept answering 429, rate limited ({n} retries)"
+    return f"; the API kept answering HTTP {status} ({n} retries)"
 
 
 def _no_result_detail(state: StreamState, exit_code: int | None, stderr_tail: str) -> str:

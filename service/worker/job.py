@@ -5,9 +5,10 @@ A claimed job always ends in exactly one of:
 - **settled and finished**: the ledger row settled with an honest stop reason and usage,
   the queue row ``done``, and — when an engine ran or there was nothing to review — a
   ``runs`` row, all in one transaction, before anything is published;
-- **settled and released** (something unexpected broke): the ledger row settled as
-  ``infrastructure``, the queue row back to ``pending`` for another attempt (attempts
-  still count; after the last one the queue abandons it);
+- **settled and released** (something unexpected broke, or the engine could not start
+  and spent nothing): the ledger row settled as ``infrastructure`` or
+  ``engine_unavailable``, the queue row back to ``pending`` for another attempt after
+  the retry delay (attempts still count; after the last one the queue abandons it);
 - **nothing** because the lease was lost: a later claim closed this attempt's
   reservation as ``lost`` and the work belongs to that claim now.
 
@@ -30,6 +31,7 @@ from service.budget import Governor, Usage
 from service.config import Config
 from service.engine.base import Engine, EngineRequest, EngineResult, ReviewMode, unknown_usage
 from service.github import GitHubClient
+from service.health import Health
 from service.jobs import Job
 from service.queue import Claim, ReviewQueue
 from service.store import SqliteStore
@@ -143,8 +145,10 @@ class JobRunner:
         publisher: Publisher,
         clock: Clock,
         settings: JobSettings | None = None,
+        health: Health | None = None,
     ) -> None:
         self._store = Settlement(store, queue, governor, clock)
+        self._health = health
         self._governor = governor
         self._github = github
         self._installations = installations
@@ -243,6 +247,16 @@ class JobRunner:
             progress.engine_started = True
             result = await self._run_engine(request, plan.extra)
             progress.result = result
+        self._report_engine(result)
+        if result.stop_reason == "engine_unavailable" and result.usage.tokens == 0:
+            # Nothing ran and nothing was spent: the trigger is not used up. The row goes
+            # back to wait for the engine, like a GitHub outage, rather than counting
+            # this head as reviewed.
+            log.warning("the engine could not start (%s); the request waits for it",
+                        result.detail, extra=plan.extra)
+            await self._give_back(claim, progress, retry_in=self._retry_delay(claim),
+                                  stop_reason="engine_unavailable")
+            return
 
         run = RecordedRun(
             claim=claim, head_sha=pull.head_sha, base_sha=pull.base_sha,
@@ -403,8 +417,17 @@ class JobRunner:
         delays = self.settings.retry_delays
         return delays[min(claim.attempts, len(delays)) - 1] if delays else None
 
+    def _report_engine(self, result: EngineResult) -> None:
+        if self._health is None:
+            return
+        if result.stop_reason == "engine_unavailable":
+            self._health.engine_unavailable(self._clock(), result.detail)
+        else:
+            self._health.engine_ran(self._clock())
+
     async def _give_back(self, claim: Claim, progress: _Progress, *,
-                         retry_in: timedelta | None = None) -> None:
+                         retry_in: timedelta | None = None,
+                         stop_reason: str = "infrastructure") -> None:
         """Settle as ``infrastructure`` and release the row for another attempt, after
         ``retry_in`` (a cancelled job — the process is stopping — goes back at once).
 
@@ -420,7 +443,8 @@ class JobRunner:
             usage = unknown_usage(self._engine.name, None)
         else:
             usage = NOTHING_SPENT
-        if await self._store.give_back(claim, usage, retry_in=retry_in) is not None:
+        if await self._store.give_back(claim, usage, retry_in=retry_in,
+                                       stop_reason=stop_reason) is not None:
             progress.done = True
 
 

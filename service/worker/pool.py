@@ -95,6 +95,8 @@ class WorkerPool:
         #: Claims taken and restarts made, per owner (for tests and /healthz).
         self.claims: dict[str, int] = dict.fromkeys(self.owners, 0)
         self.restarts: dict[str, int] = dict.fromkeys(self.owners, 0)
+        #: The owners napping right now: found nothing to claim, waiting for a wake.
+        self.napping: set[str] = set()
 
     def wake(self) -> None:
         """End every worker's nap now: new work was enqueued. Safe from any thread."""
@@ -162,7 +164,11 @@ class WorkerPool:
             wake.clear()
             claim = await self._claim(owner)
             if claim is None:
-                await self._nap(nap, wake, stop)
+                self.napping.add(owner)
+                try:
+                    await self._nap(nap, wake, stop)
+                finally:
+                    self.napping.discard(owner)
                 nap = min(idle_max, nap * 2)
                 continue
             nap = idle_min

@@ -107,8 +107,10 @@ class Settlement:
         return committed
 
     async def give_back(self, claim: Claim, usage: Usage, *,
-                        retry_in: timedelta | None = None) -> bool | None:
-        """Settle as ``infrastructure`` with ``usage``, then release the row for another
+                        retry_in: timedelta | None = None,
+                        stop_reason: str = "infrastructure") -> bool | None:
+        """Settle as ``stop_reason`` (``infrastructure``, or ``engine_unavailable`` for an
+        engine that could not start) with ``usage``, then release the row for another
         attempt, not claimable for ``retry_in`` (None: at once). True: released; False:
         the lease was no longer ours (nothing changed); None: the store failed (the lease
         will lapse and the next claim closes the reservation as ``lost``)."""
@@ -117,7 +119,7 @@ class Settlement:
         extra = log_extra(claim)
         try:
             settled = await anyio.to_thread.run_sync(lambda: self._governor.settle(
-                claim, usage, now=now, stop_reason="infrastructure"))
+                claim, usage, now=now, stop_reason=stop_reason))
             if not settled:
                 return False
             released: bool = await anyio.to_thread.run_sync(
@@ -127,7 +129,7 @@ class Settlement:
             log.exception("could not settle the failed job; its lease will lapse and the "
                           "next claim closes the reservation as lost", extra=extra)
             return None
-        log.warning("failed job settled as infrastructure (%s tokens) and %s", usage.tokens,
+        log.warning("failed job settled as %s (%s tokens) and %s", stop_reason, usage.tokens,
                     ("released for another attempt" + (
                         f" in {retry_in.total_seconds():.0f} s" if retry_in else ""))
                     if released else "left to its new owner",

@@ -3,17 +3,21 @@ accounting (``accounting.classify``).
 
 The run, in order:
 
-1. lay out the rig with a *tight* budget (a session window a fraction of what the
-   triggers need), start the simulator and ``serve``, wait until the poller has seeded
-   every repository;
+1. lay out the rig with a *tight* budget, start the simulator and ``serve``, wait until
+   the poller has seeded every repository. The tight session window is a quarter of the
+   least the triggers can spend (each engine run costs at least the plan's minimum, a
+   killed one its whole reservation), so it must refuse a claim before they are all
+   served, whatever the durations and the kills (``tight_session``);
 2. for ``chaos_seconds``: create the triggers at random moments (opened pull requests
    and ``@claude review|describe`` comments; about half with a webhook, the rest
    poll-only), deliver every webhook GitHub emits (the App's own events too) while
    ``serve`` is up — a delivery that meets a dead process is lost, as on GitHub — and
-   SIGKILL ``serve`` at random moments, restarting it after a random pause. At one of
-   the kills the budget is raised (``pr-review-agent budget --publish-policy`` with a
-   bigger session window, the process down): the windows bind before it, so the
-   sliding check has something to check, and everything can still finish after it;
+   SIGKILL ``serve`` at random moments, restarting it after a random pause. At the first
+   kill after ``switch_at`` *once a refusal has been logged* the budget is raised
+   (``pr-review-agent budget --publish-policy`` with a bigger session window, the
+   process down): the windows have bound before it — by construction, not by luck: the
+   driver waits for the refusal the tight window must produce —, so the sliding check
+   has something to check, and everything can still finish after it;
 3. heal: one last start, no more kills, until nothing is queued, claimed or waiting to
    be published (or ``drain_timeout``);
 4. stop ``serve`` with SIGTERM (it must exit 0), then publish what a killed attempt left
@@ -59,8 +63,11 @@ class ChaosSettings:
     down_for: tuple[float, float] = (0.0, 1.0)
     #: The budget is raised at the first kill after this many seconds.
     switch_at: float = 16.0
-    tight_session_tokens: int = 200_000
+    #: None: ``tight_session`` (a window that must refuse before the triggers are served).
+    tight_session_tokens: int | None = None
     big_session_tokens: int = 5_000_000
+    #: How long the driver waits, past the chaos, for the refusal the tight window owes.
+    refusal_timeout: float = 60.0
     drain_timeout: float = 120.0
     opened_share: float = 0.4
     describe_share: float = 0.2
@@ -92,21 +99,44 @@ class ChaosResult:
 
 def plan(settings: ChaosSettings, rng: random.Random, repos: list[str]
          ) -> list[tuple[float, str, str, str, str]]:
-    """(at, repo, kind, command, via) for every trigger, in time order."""
+    """(at, repo, kind, command, via) for every trigger, in time order.
+
+    The shares are exact counts, shuffled, so both paths are always taken; the first
+    trigger comes with a webhook at once, before the first kill can fall, so the webhook
+    path is seen to find work whatever the kills do.
+    """
     n = settings.triggers
     opened = round(n * settings.opened_share)
     kinds = ["pr_opened"] * opened + ["mention"] * (n - opened)
     rng.shuffle(kinds)
+    hooked = max(1, min(n - 1, round(n * settings.webhook_share)))
+    vias = ["webhook"] * hooked + ["poll"] * (n - hooked)
+    rng.shuffle(vias)
+    vias.remove("webhook")
+    vias.insert(0, "webhook")
     items = []
     seen = dict.fromkeys(("pr_opened", "mention"), 0)
-    for kind in kinds:
+    for index, (kind, via) in enumerate(zip(kinds, vias, strict=True)):
         command = "describe" if kind == "mention" and rng.random() < settings.describe_share \
             else "review"
-        via = "webhook" if rng.random() < settings.webhook_share else "poll"
         repo = repos[seen[kind] % len(repos)]  # each kind spread evenly over repositories
         seen[kind] += 1
-        items.append((rng.uniform(0, settings.inject_seconds), repo, kind, command, via))
+        at = 0.0 if index == 0 else rng.uniform(0, settings.inject_seconds)
+        items.append((at, repo, kind, command, via))
     return sorted(items)
+
+
+def tight_session(settings: ChaosSettings) -> int:
+    """A session window the triggers must overflow: a quarter of the least they spend.
+
+    Every trigger that runs the engine spends at least ``engine_tokens[0]`` (a killed run
+    is charged its whole reservation, more). Admission needs the window to hold one more
+    ``max_run_tokens`` reservation, so the window admits at most a quarter of the runs'
+    least total before refusing — and stays above one reservation, so it admits at all.
+    """
+    rig = settings.rig
+    least = settings.triggers * rig.engine_tokens[0]
+    return max(rig.max_run_tokens + rig.engine_tokens[1], least // 4)
 
 
 def rig_settings(settings: ChaosSettings) -> RigSettings:
@@ -117,7 +147,8 @@ def rig_settings(settings: ChaosSettings) -> RigSettings:
     return RigSettings(**{**settings.rig.__dict__,
                           "existing_pulls": -(-mentions // repos) + 1,
                           "new_pulls": -(-opened // repos) + 1,
-                          "session_tokens": settings.tight_session_tokens})
+                          "session_tokens": settings.tight_session_tokens
+                          or tight_session(settings)})
 
 
 def run_chaos(root: Path, settings: ChaosSettings,
@@ -166,6 +197,10 @@ def _run(rig: ChaosRig, settings: ChaosSettings, rng: random.Random, seed: int,
                              tight.weekly_tokens))
         return at
 
+    def refused() -> bool:
+        return any(str(line.get("message", "")).startswith("budget refused a claim")
+                   for line in rig.serve_log_lines())
+
     def deliver() -> None:
         events = rig.take_events()
         if not events:
@@ -185,7 +220,7 @@ def _run(rig: ChaosRig, settings: ChaosSettings, rng: random.Random, seed: int,
         if next_kill is not None and now >= next_kill and rig.alive():
             rig.kill_serve()
             kills += 1
-            if switched is None and now - t0 >= settings.switch_at:
+            if switched is None and now - t0 >= settings.switch_at and refused():
                 switched, config = raise_budget(), big
                 progress(f"kill {kills} at {now - t0:.1f} s; budget raised")
             restart_at = now + rng.uniform(*settings.down_for)
@@ -198,7 +233,15 @@ def _run(rig: ChaosRig, settings: ChaosSettings, rng: random.Random, seed: int,
         deliver()
         time.sleep(0.05)
 
-    if switched is None:  # the schedule had no kill late enough: switch now
+    if switched is None:  # no kill came late enough, or the window had not refused yet
+        wait_until = time.monotonic() + settings.refusal_timeout
+        while not refused() and time.monotonic() < wait_until:
+            if not rig.alive():
+                rig.start_serve(config, wait=False)
+            deliver()
+            time.sleep(0.2)
+        progress("budget raised after the chaos" + ("" if refused() else
+                                                     " (the tight window never refused)"))
         rig.kill_serve()
         kills += 1
         switched, config = raise_budget(), big

@@ -72,6 +72,25 @@ def test_review_runs_one_review_now_and_not_twice_for_one_head(e2e: E2E) -> None
     assert e2e.db("SELECT COUNT(*) FROM ledger") == [(1,)]
 
 
+def test_review_without_claude_installed_does_not_use_up_the_head(e2e: E2E) -> None:
+    # A new user's first try, before installing the CLI: nothing ran, nothing was spent,
+    # and the head is still to be reviewed (not "already reviewed").
+    config = str(e2e.configure(engine={"command": "/nonexistent/claude"}))
+    key = f"pr_opened:{REPO}:{PR}:{e2e.sim.seeded.head_sha}"
+
+    first = cli("review", "--config", config, "--repo", REPO, "--pr", str(PR))
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert "queue: pending after 1 attempt(s)" in first.stderr
+    assert e2e.db("SELECT stop_reason, used_tokens FROM ledger") == [("engine_unavailable", 0)]
+    assert e2e.db("SELECT COUNT(*) FROM runs") == [(0,)] and e2e.sim.reviews() == []
+
+    again = cli("review", "--config", config, "--repo", REPO, "--pr", str(PR))
+    assert again.returncode == 1
+    assert "already reviewed" not in again.stdout + again.stderr
+    assert "attempt 1 failed; it is tried again from" in again.stderr
+    assert e2e.db("SELECT status FROM queue WHERE dedupe_key = ?", key) == [("pending",)]
+
+
 def test_review_dry_run_records_without_posting_and_can_be_posted_later(e2e: E2E) -> None:
     config = str(e2e.configure())
     key = f"pr_opened:{REPO}:{PR}:{e2e.sim.seeded.head_sha}"

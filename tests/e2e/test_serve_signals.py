@@ -125,7 +125,7 @@ def test_a_second_sigterm_cancels_the_review_and_the_restart_posts_it_once(e2e: 
     started = time.monotonic()
     serve.signal(signal.SIGTERM)
     assert serve.wait(timeout=20) == 0
-    assert time.monotonic() - started < 10  # not the 30 s grace period
+    assert time.monotonic() - started < 20  # not the 30 s grace period
     assert not _pid_alive(first["pid"])  # the engine's process group went with the job
     # Cancelled: charged in full (the engine ran, no result came back), row handed back.
     assert e2e.db("SELECT stop_reason, used_tokens, usage_confidence FROM ledger"

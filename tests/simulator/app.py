@@ -34,6 +34,7 @@ from .faults import (
     Fault,
 )
 from .limits import Bucket
+from .openapi.checker import check as check_shape
 from .records import RecordedRequest, capture_headers
 from .rest import (
     API_VERSION,
@@ -111,6 +112,13 @@ class SimulatorApp:
                 assert performed is not None  # applied and slow: the real answer, late
                 response = performed
         record.status = response.status_code
+        found = self.routes.match(request.method, path)
+        if found is not None:
+            record.route = found[0].template
+        if (record.route is not None and record.fault is None
+                and response.headers.get("content-type", "").startswith("application/json")):
+            check_shape(request.method, record.route, response.status_code,
+                        bytes(response.body))
         await response(scope, receive, send)
 
     # -- helpers ---------------------------------------------------------------------------

@@ -84,6 +84,13 @@ class FileDiff:
                 return hunk
         return None
 
+    def position_of(self, side: Side, line: int) -> int | None:
+        """The legacy ``position`` GitHub reports for a comment on ``side``/``line``."""
+        try:
+            return self.positions.index((side, line)) + 1
+        except ValueError:
+            return None
+
     def position_target(self, position: int) -> tuple[Side, int] | None:
         """The legacy ``position`` (1 = the line below the first ``@@``) as (side, line)."""
         if position < 1 or position > len(self.positions):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 from collections import Counter
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from .clock import iso
 from .diffs import FileDiff
@@ -51,7 +52,8 @@ class Renderer:
             html = f"{self.web}/apps/{user.login.removesuffix('[bot]')}"
         else:
             html = f"{self.web}/{user.login}"
-        url = f"{self.api}/users/{user.login}"
+        # GitHub escapes the brackets of a bot's login in its URLs (but not in html_url).
+        url = f"{self.api}/users/{quote(user.login, safe='')}"
         return {
             "login": user.login,
             "id": user.id,
@@ -61,7 +63,14 @@ class Renderer:
             "url": url,
             "html_url": html,
             "followers_url": f"{url}/followers",
+            "following_url": f"{url}/following{{/other_user}}",
+            "gists_url": f"{url}/gists{{/gist_id}}",
+            "starred_url": f"{url}/starred{{/owner}}{{/repo}}",
+            "subscriptions_url": f"{url}/subscriptions",
+            "organizations_url": f"{url}/orgs",
             "repos_url": f"{url}/repos",
+            "events_url": f"{url}/events{{/privacy}}",
+            "received_events_url": f"{url}/received_events",
             "type": user.type,
             "user_view_type": "public",
             "site_admin": user.site_admin,
@@ -122,6 +131,9 @@ class Renderer:
         url = f"{self.api}/repos/{repo.full_name}"
         html = f"{self.web}/{repo.full_name}"
         clone = repo.git_dir.resolve().as_uri() if repo.git_dir else f"{html}.git"
+        host = self.web.split("://", 1)[-1]
+        open_issues = sum(1 for i in self.world.issues.values()
+                          if i.repo_id == repo.id and i.state == "open")
         return {
             **self.repo_min(repo),
             "owner": self.user(repo.owner),
@@ -129,20 +141,75 @@ class Renderer:
             "description": None,
             "fork": False,
             "url": url,
-            "pulls_url": f"{url}/pulls{{/number}}",
-            "issues_url": f"{url}/issues{{/number}}",
+            "forks_url": f"{url}/forks",
+            "keys_url": f"{url}/keys{{/key_id}}",
+            "collaborators_url": f"{url}/collaborators{{/collaborator}}",
+            "teams_url": f"{url}/teams",
+            "hooks_url": f"{url}/hooks",
+            "issue_events_url": f"{url}/issues/events{{/number}}",
+            "events_url": f"{url}/events",
+            "assignees_url": f"{url}/assignees{{/user}}",
+            "branches_url": f"{url}/branches{{/branch}}",
+            "tags_url": f"{url}/tags",
+            "blobs_url": f"{url}/git/blobs{{/sha}}",
+            "git_tags_url": f"{url}/git/tags{{/sha}}",
+            "git_refs_url": f"{url}/git/refs{{/sha}}",
+            "trees_url": f"{url}/git/trees{{/sha}}",
+            "statuses_url": f"{url}/statuses/{{sha}}",
+            "languages_url": f"{url}/languages",
+            "stargazers_url": f"{url}/stargazers",
+            "contributors_url": f"{url}/contributors",
+            "subscribers_url": f"{url}/subscribers",
+            "subscription_url": f"{url}/subscription",
+            "commits_url": f"{url}/commits{{/sha}}",
+            "git_commits_url": f"{url}/git/commits{{/sha}}",
+            "comments_url": f"{url}/comments{{/number}}",
             "issue_comment_url": f"{url}/issues/comments{{/number}}",
+            "contents_url": f"{url}/contents/{{+path}}",
             "compare_url": f"{url}/compare/{{base}}...{{head}}",
+            "merges_url": f"{url}/merges",
+            "archive_url": f"{url}/{{archive_format}}{{/ref}}",
+            "downloads_url": f"{url}/downloads",
+            "issues_url": f"{url}/issues{{/number}}",
+            "pulls_url": f"{url}/pulls{{/number}}",
+            "milestones_url": f"{url}/milestones{{/number}}",
+            "notifications_url": f"{url}/notifications{{?since,all,participating}}",
+            "labels_url": f"{url}/labels{{/name}}",
+            "releases_url": f"{url}/releases{{/id}}",
+            "deployments_url": f"{url}/deployments",
             "created_at": iso(repo.created_at),
             "updated_at": iso(repo.updated_at),
             "pushed_at": iso(repo.pushed_at),
-            "git_url": f"git://{self.web.split('://', 1)[-1]}/{repo.full_name}.git",
-            "ssh_url": f"git@{self.web.split('://', 1)[-1]}:{repo.full_name}.git",
+            "git_url": f"git://{host}/{repo.full_name}.git",
+            "ssh_url": f"git@{host}:{repo.full_name}.git",
             "clone_url": clone,
-            "default_branch": repo.default_branch,
+            "svn_url": html,
+            "homepage": None,
+            "size": 108,
+            "stargazers_count": 0,
+            "watchers_count": 0,
+            "language": "Python",
+            "has_issues": True,
+            "has_projects": True,
+            "has_downloads": True,
+            "has_wiki": True,
+            "has_pages": False,
+            "has_discussions": False,
+            "forks_count": 0,
+            "mirror_url": None,
             "archived": False,
             "disabled": False,
+            "open_issues_count": open_issues,
+            "license": None,
+            "allow_forking": True,
+            "is_template": False,
+            "web_commit_signoff_required": False,
+            "topics": [],
             "visibility": "private" if repo.private else "public",
+            "forks": 0,
+            "open_issues": open_issues,
+            "watchers": 0,
+            "default_branch": repo.default_branch,
         }
 
     # -- issues and pull requests ------------------------------------------------------
@@ -210,6 +277,8 @@ class Renderer:
         url = f"{self.api}/repos/{repo.full_name}/pulls/{pr.number}"
         html = f"{self.web}/{repo.full_name}/pull/{pr.number}"
         issue = pr.issue
+        issue_url = f"{self.api}/repos/{repo.full_name}/issues/{pr.number}"
+        statuses = f"{self.api}/repos/{repo.full_name}/statuses/{pr.head.head_sha}"
         out: Json = {
             "url": url,
             "id": pr.id,
@@ -217,10 +286,13 @@ class Renderer:
             "html_url": html,
             "diff_url": f"{html}.diff",
             "patch_url": f"{html}.patch",
-            "issue_url": f"{self.api}/repos/{repo.full_name}/issues/{pr.number}",
+            "issue_url": issue_url,
             "commits_url": f"{url}/commits",
             "review_comments_url": f"{url}/comments",
-            "comments_url": f"{self.api}/repos/{repo.full_name}/issues/{pr.number}/comments",
+            "review_comment_url": f"{self.api}/repos/{repo.full_name}/pulls/comments"
+                                  "{/number}",
+            "comments_url": f"{issue_url}/comments",
+            "statuses_url": statuses,
             "number": pr.number,
             "state": issue.state,
             "locked": issue.locked,
@@ -244,6 +316,14 @@ class Renderer:
             "author_association": self._association(repo, issue.user),
             "auto_merge": None,
             "draft": pr.draft,
+            "_links": {
+                "self": {"href": url}, "html": {"href": html},
+                "issue": {"href": issue_url}, "comments": {"href": f"{issue_url}/comments"},
+                "review_comments": {"href": f"{url}/comments"},
+                "review_comment": {"href": f"{self.api}/repos/{repo.full_name}/pulls/"
+                                           "comments{/number}"},
+                "commits": {"href": f"{url}/commits"}, "statuses": {"href": statuses},
+            },
         }
         if full:
             files = pr.head.files

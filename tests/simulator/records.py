@@ -44,6 +44,9 @@ class RecordedRequest:
     status: int | None = None
     fault: str | None = None  # what injected fault, if any, answered it
     credential: str | None = field(default=None)  # the fingerprint, never the secret
+    #: The route that answered (its template, e.g. ``/repos/{owner}/{repo}/pulls``). The
+    #: answer itself is not kept: it can hold a token.
+    route: str | None = None
 
     def json(self) -> Any:
         return json.loads(self.body) if self.body else None

@@ -74,6 +74,8 @@ def _resolve(raw: dict[str, Any], files: dict[str, FileDiff]) -> PreparedComment
     hunk = diff.hunk_at(side, line)
     if hunk is None:
         return LINE_UNRESOLVED
+    if position is None:  # GitHub computes the legacy position of a line comment too
+        position = diff.position_of(side, line)
     start_line: int | None = None
     start_side: Side | None = None
     if raw.get("start_line") is not None:

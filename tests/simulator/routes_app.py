@@ -6,7 +6,7 @@ from typing import Any
 
 from .clock import iso
 from .models import PERMISSION_LEVELS, Installation
-from .rest import ApiError, not_found, unprocessable
+from .rest import ApiError, not_found
 from .routing import Ctx, Reply, RouteTable
 
 routes = RouteTable()
@@ -16,6 +16,9 @@ REPOS_NOT_ACCESSIBLE = (
     "installation."
 )
 PERMISSIONS_NOT_GRANTED = "The permissions requested are not granted to this installation."
+# GitHub answers a token request it cannot grant with the message alone, no errors list.
+TOKEN_DOCS = ("https://docs.github.com/rest/apps/apps"
+              "#create-an-installation-access-token-for-an-app")
 
 
 def _own_installation(ctx: Ctx) -> Installation:
@@ -63,24 +66,25 @@ async def create_access_token(ctx: Ctx) -> Reply:
         chosen = set()
         for name in names or []:
             if not isinstance(name, str) or name not in by_name:
-                raise unprocessable(REPOS_NOT_ACCESSIBLE)
+                raise ApiError(422, REPOS_NOT_ACCESSIBLE, documentation_url=TOKEN_DOCS)
             chosen.add(by_name[name].id)
         for repo_id in ids or []:
             if repo_id not in by_id:
-                raise unprocessable(REPOS_NOT_ACCESSIBLE)
+                raise ApiError(422, REPOS_NOT_ACCESSIBLE, documentation_url=TOKEN_DOCS)
             chosen.add(repo_id)
         if len(chosen) > 500:
-            raise unprocessable("Too many repositories requested (the maximum is 500)")
+            raise ApiError(422, "Too many repositories requested (the maximum is 500)",
+                           documentation_url=TOKEN_DOCS)
         repository_ids = chosen
     permissions = body.get("permissions")
     if permissions is not None:
         if not isinstance(permissions, dict):
-            raise unprocessable(PERMISSIONS_NOT_GRANTED)
+            raise ApiError(422, PERMISSIONS_NOT_GRANTED, documentation_url=TOKEN_DOCS)
         for name, level in permissions.items():
             held = inst.permissions.get(name)
             if held is None or level not in PERMISSION_LEVELS or (
                     PERMISSION_LEVELS[level] > PERMISSION_LEVELS[held]):
-                raise unprocessable(PERMISSIONS_NOT_GRANTED)
+                raise ApiError(422, PERMISSIONS_NOT_GRANTED, documentation_url=TOKEN_DOCS)
     override = ctx.headers.get("x-github-stateless-s2s-token", "").lower()
     stateless = {"enabled": True, "disabled": False}.get(override)
     token = ctx.world.mint_token(inst, permissions=permissions, repository_ids=repository_ids,

@@ -320,7 +320,8 @@ class World(Activity, ManifestFlow):
             side=side, start_line=start_line, start_side=side if start_line else None,
             commit_id=revision.head_sha, original_commit_id=revision.head_sha,
             diff_hunk=hunk.text_through("LEFT" if side == "LEFT" else "RIGHT", line),
-            position=None, created_at=when, updated_at=when, app_id=review.app_id)
+            position=diff.position_of("LEFT" if side == "LEFT" else "RIGHT", line),
+            created_at=when, updated_at=when, app_id=review.app_id)
         self.review_comments[comment.id] = comment
         pr.issue.updated_at = max(pr.issue.updated_at, when)
         if emit:
