@@ -29,13 +29,14 @@ import dataclasses
 import json
 import logging
 import os
+import signal
 import sqlite3
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Final, TextIO
+from typing import Final, TextIO, TypeVar
 
 import anyio
 import httpx
@@ -58,6 +59,7 @@ from service.worker.checkout import validate_repo
 __all__ = ["ReviewReport", "load_or_report", "replay", "replay_url", "review", "review_once"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 Clock = Callable[[], datetime]
 
@@ -284,6 +286,42 @@ def _unclaimed(queue: ReviewQueue, governor: Governor, key: str, clock: Clock) -
     return "another review of this pull request is running; try again when it is done"
 
 
+async def until_interrupted(work: Awaitable[T]) -> T:
+    """``await work``, cancelled through an anyio cancel scope on Ctrl-C; then
+    ``KeyboardInterrupt``.
+
+    ``asyncio.run`` answers Ctrl-C with a bare ``Task.cancel()`` of the main task, which
+    an anyio cancel scope it lands in may take for its own and absorb: the review then
+    ran on to its end. Cancelling a scope of our own reaches every level, so the job
+    settles and hands its row back at once.
+    """
+    result: list[T] = []
+    failed: list[Exception] = []
+    interrupted = False
+    scope = anyio.CancelScope()
+    async with anyio.create_task_group() as tasks:
+        async def watch() -> None:
+            nonlocal interrupted
+            with anyio.open_signal_receiver(signal.SIGINT) as signals:
+                async for _ in signals:
+                    interrupted = True
+                    scope.cancel()
+                    return
+
+        tasks.start_soon(watch)
+        try:
+            with scope:
+                result.append(await work)
+        except Exception as exc:  # raised as it is, not in the task group's wrapping
+            failed.append(exc)
+        tasks.cancel_scope.cancel()
+    if failed:
+        raise failed[0]
+    if interrupted:
+        raise KeyboardInterrupt
+    return result[0]
+
+
 def review(config: Config, repo: str, pr_number: int, *, dry_run: bool, out: TextIO,
            err: TextIO, environ: Mapping[str, str] | None = None,
            config_path: str | None = None) -> int:
@@ -295,8 +333,8 @@ def review(config: Config, repo: str, pr_number: int, *, dry_run: bool, out: Tex
         print(f"review: the engine may not run here: {problem}", file=err)
         return 1
     try:
-        report = asyncio.run(review_once(config, repo, pr_number, dry_run=dry_run,
-                                         environ=environ))
+        report = asyncio.run(until_interrupted(review_once(
+            config, repo, pr_number, dry_run=dry_run, environ=environ)))
     except ValueError as exc:
         print(f"review: {exc}", file=err)
         return 2
