@@ -74,14 +74,26 @@ def api_error(status: int, kind: str, text: str, headers: dict[str, str] | None 
                                 "request_id": "req_011CSHoEeqs5C35K2UUqR7Fy"})
 
 
+def counted(body: dict[str, Any]) -> int:
+    """What this fake's tokenizer makes of a request: a token per 4 bytes of its JSON."""
+    sent = {k: body[k] for k in ("system", "messages", "tools") if k in body}
+    return -(-len(json.dumps(sent).encode()) // 4)
+
+
 class Server:
-    """Replays scripted responses and keeps the requests it saw."""
+    """Replays scripted responses and keeps the requests it saw. ``count_tokens`` is
+    answered as the API answers it (``{"input_tokens": N}``), outside the script."""
 
     def __init__(self, *responses: httpx.Response | Handler) -> None:
         self.responses = list(responses)
         self.requests: list[httpx.Request] = []
+        self.counts: list[httpx.Request] = []
 
     async def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/v1/messages/count_tokens"):
+            self.counts.append(request)
+            return httpx.Response(200, json={"input_tokens": counted(
+                json.loads(request.content))})
         self.requests.append(request)
         item = self.responses.pop(0) if len(self.responses) > 1 else self.responses[0]
         if isinstance(item, httpx.Response):

@@ -632,3 +632,18 @@ async def test_a_persistent_429_into_the_wall_clock_says_what_happened(
     assert result.stop_reason == "timeout"
     assert result.detail == ("killed at the wall-clock limit; the API kept answering 429, "
                              "rate limited (3 retries)")
+
+
+@pytest.mark.anyio
+async def test_an_api_key_out_of_credit_is_usage_limit_as_in_the_http_engines(
+        tmp_path: Path, parent_env: dict[str, str]) -> None:
+    # As 2.1.197 reports the API's 400 "Your credit balance is too low…".
+    text = "Credit balance is too low"
+    steps: Steps = [{"init": {}}, {"synthetic": {"text": text, "error": "billing_error"}},
+                    result_step(subtype="success", is_error=True, result=text,
+                                api_error_status=400, stop_reason="stop_sequence",
+                                total_cost_usd=0, modelUsage={})]
+    result, _ = await play(tmp_path, parent_env, steps)
+    assert result.stop_reason == "usage_limit", result.detail
+    assert result.usage_limit_resets_at is None
+    assert (result.usage.tokens, result.usage.confidence) == (0, "exact")

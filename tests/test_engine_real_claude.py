@@ -235,3 +235,14 @@ async def test_the_cap_sees_output_the_events_do_not_report(host: dict[str, Path
     assert result.stop_reason == "truncated", result.detail
     assert result.usage.confidence == "estimated"
     assert result.usage.tokens is not None and result.usage.tokens >= 20_000
+
+
+@pytest.mark.anyio
+async def test_an_api_key_out_of_credit_is_usage_limit(host: dict[str, Path],
+                                                       tmp_path: Path) -> None:
+    result, _ = await review(host, tmp_path, "none", [
+        {"status": 400, "type": "invalid_request_error",
+         "message": "Your credit balance is too low to access the Anthropic API. Please go "
+                    "to Plans & Billing to upgrade or purchase credits."}], answer=False)
+    assert result.stop_reason == "usage_limit", result.detail
+    assert (result.usage.tokens, result.usage.confidence) == (0, "exact")

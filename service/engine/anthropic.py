@@ -6,8 +6,11 @@ tool whose ``input_schema`` is the findings schema (``tool_choice`` names the to
 the answer arrives as a JSON object rather than prose. An answer that still fails
 validation is sent back once as an ``is_error`` tool result (the repair attempt).
 
-Usage is the response's ``usage`` (input + output + cache creation + cache read):
-``exact``. A 200 without ``usage`` is estimated from the text (4 characters a token).
+Each call is sized first (``sizing``): ``POST /v1/messages/count_tokens`` counts its
+input (free of charge; the conservative estimate where a proxy does not serve it), and
+``max_tokens`` is what is left of the run after that input, so a run never spends more
+than its reservation. Usage is the response's ``usage`` (input + output + cache creation
++ cache read): ``exact``. A 200 without ``usage`` is estimated from the text.
 The API key comes from the environment variable named in config and is sent only in
 the ``x-api-key`` header; it is never logged. A subscription's OAuth token must not be
 used here (see docs/ENGINE.md): this engine is for API keys.
@@ -36,25 +39,35 @@ from service.engine.findings import (
 )
 from service.engine.http_api import (
     CallFailed,
+    Conversation,
+    RequestBudget,
     RunUsage,
     Sleep,
     answer_with_one_repair,
     call_failed,
-    error_body,
+    capped_answer,
+    does_not_fit,
     error_text,
     finish,
+    is_quota,
     post_json,
     run_guarded,
 )
-from service.engine.prompt import build_prompt, repair_message, system_rules
+from service.engine.prompt import (
+    PREVIOUS_ANSWER_MAX_CHARS,
+    build_prompt,
+    repair_message,
+    system_rules,
+)
+from service.engine.sizing import conservative_tokens, fit, with_margin
 from service.engine.stream_json import message_tokens
+from service.redact import Redactor
 
 log = logging.getLogger(__name__)
 
 DEFAULT_API_URL: Final = "https://api.anthropic.com"
 API_VERSION: Final = "2023-06-01"
 _TRUNCATED_STOPS: Final = frozenset({"max_tokens", "model_context_window_exceeded"})
-_SPEND_LIMIT: Final = "enforced_spend_limit_reached"
 
 
 @dataclass(frozen=True)
@@ -90,8 +103,12 @@ class AnthropicEngine:
         key = environ.get(api_key_env, "")
         self._key = Secret(key) if key else None
         self._key_env = api_key_env
+        # What a server echoes of the key never reaches a detail or a log line.
+        self._redactor = Redactor(secrets=[key] if key else [])
         self._model = model
         self._url = api_url.rstrip("/") + "/v1/messages"
+        self._count_url = self._url + "/count_tokens"
+        self._counting = True  # False once the server has shown it has no count_tokens
         self._max_tokens = max_tokens
         self._transport = transport
         self._sleep = sleep
@@ -111,7 +128,6 @@ class AnthropicEngine:
         tool = _tool(request)
         body: dict[str, Any] = {
             "model": self._model,
-            "max_tokens": min(self._max_tokens, request.max_run_tokens),
             "system": system_rules(request.command, request.mode, can_read_files=False),
             "messages": [{"role": "user", "content": build_prompt(request)}],
             "tools": [tool],
@@ -120,26 +136,61 @@ class AnthropicEngine:
         }
         timeout = httpx.Timeout(request.wall_clock_seconds, connect=10.0)
         async with httpx.AsyncClient(transport=self._transport, timeout=timeout) as client:
+            talk = Conversation(client, body, spend, request,
+                                anyio.current_time() + request.wall_clock_seconds)
             return await answer_with_one_repair(
-                spend, request, lambda: self._call(client, body, spend, request),
+                spend, request, lambda problem: self._call(talk, problem),
                 lambda reply: _answer(request, reply),
                 lambda reply, problem: body["messages"].extend(_repair_turn(reply, problem)))
 
-    async def _call(self, client: httpx.AsyncClient, body: dict[str, Any], spend: RunUsage,
-                    request: EngineRequest) -> _Reply | EngineResult:
+    async def _count(self, talk: Conversation, headers: dict[str, str]) -> int:
+        """The call's input tokens: the server's count with its margin, else the
+        conservative estimate (a proxy without ``count_tokens``, an error)."""
+        body, request = talk.body, talk.request
+        if self._counting:
+            response = await post_json(
+                talk.client, self._count_url, headers=headers, body=body, sleep=self._sleep,
+                clock=self._clock, max_retries=1, max_retry_wait=self._max_retry_wait,
+                log_extra=request.log_extra, time_left=talk.time_left,
+                budget=RequestBudget(2))
+            if not isinstance(response, CallFailed) and response.status_code == 200:
+                try:
+                    counted = response.json().get("input_tokens")
+                except (ValueError, AttributeError, RecursionError):
+                    counted = None
+                if isinstance(counted, int) and not isinstance(counted, bool):
+                    return with_margin(counted)
+            if not isinstance(response, CallFailed) and response.status_code in (404, 405):
+                self._counting = False
+            log.info("count_tokens did not answer (%s); sizing the call with the "
+                     "conservative estimate",
+                     response.detail if isinstance(response, CallFailed)
+                     else f"HTTP {response.status_code}",
+                     extra={**request.log_extra, "engine": self.name})
+        return conservative_tokens({k: body[k] for k in ("system", "messages", "tools")})
+
+    async def _call(self, talk: Conversation, problem: str | None) -> _Reply | EngineResult:
         assert self._key is not None
         headers = {"x-api-key": self._key.reveal(), "anthropic-version": API_VERSION}
+        body, spend, request = talk.body, talk.spend, talk.request
+        body.pop("max_tokens", None)
+        prompt = await self._count(talk, headers)
+        fitted = fit(prompt_tokens=prompt, spent=spend.usage.tokens or 0,
+                     allowance=request.max_run_tokens, configured_max=self._max_tokens)
+        if fitted.max_tokens is None:
+            return does_not_fit(spend, fitted, problem)
+        body["max_tokens"] = fitted.max_tokens
         spend.in_flight = True
         response = await post_json(
-            client, self._url, headers=headers, body=body, sleep=self._sleep,
+            talk.client, self._url, headers=headers, body=body, sleep=self._sleep,
             clock=self._clock, max_retries=self._max_retries,
-            max_retry_wait=self._max_retry_wait, give_up=_is_spend_limit,
-            log_extra=request.log_extra)
+            max_retry_wait=self._max_retry_wait, log_extra=request.log_extra,
+            time_left=talk.time_left)
         spend.in_flight = False
         if isinstance(response, CallFailed):
             return call_failed(spend, response)
         if response.status_code != 200:
-            return finish(spend, *_failure(response))
+            return finish(spend, *_failure(response, self._redactor))
         try:
             data = response.json()
             if not isinstance(data, dict):
@@ -185,7 +236,12 @@ def _answer(request: EngineRequest, reply: _Reply) -> Answer:
 
 
 def _repair_turn(reply: _Reply, problem: str) -> list[dict[str, Any]]:
-    """The assistant's reply as sent, then our objection to it."""
+    """The assistant's reply as sent, then our objection to it. A reply too large to
+    send back whole goes back as capped text, with a plain objection."""
+    sent = json.dumps(reply.content)
+    if len(sent) > PREVIOUS_ANSWER_MAX_CHARS:
+        return [{"role": "assistant", "content": capped_answer(reply.text or sent)},
+                {"role": "user", "content": repair_message(problem)}]
     turn: list[dict[str, Any]] = [{"role": "assistant", "content": reply.content}]
     if reply.tool_use is not None and isinstance(reply.tool_use.get("id"), str):
         turn.append({"role": "user", "content": [{
@@ -196,23 +252,15 @@ def _repair_turn(reply: _Reply, problem: str) -> list[dict[str, Any]]:
     return turn
 
 
-def _is_spend_limit(response: httpx.Response) -> bool:
-    if response.status_code != 429:
-        return False
-    details = error_body(response).get("details")
-    code = details.get("error_code") if isinstance(details, dict) else None
-    return code == _SPEND_LIMIT or _SPEND_LIMIT in response.text[:2000]
-
-
-def _failure(response: httpx.Response) -> tuple[str, str]:
+def _failure(response: httpx.Response, redactor: Redactor) -> tuple[str, str]:
     """The stop reason and detail of a non-200 answer (retries already spent)."""
-    status, detail = response.status_code, error_text(response)
+    status, detail = response.status_code, error_text(response, redactor=redactor)
     message = detail.lower()
+    if is_quota(response):  # a spend limit, or "Your credit balance is too low"
+        return "usage_limit", detail
     if status in (401, 403, 404):
         return "engine_unavailable", detail
     if status == 413 or (status == 400 and ("prompt is too long" in message
                                             or "context window" in message)):
         return "truncated", detail
-    if _is_spend_limit(response):
-        return "usage_limit", detail
     return "engine_error", detail

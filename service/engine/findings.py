@@ -110,12 +110,17 @@ class Answer:
 _FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n(.*?)\n?```", re.DOTALL)
 
 
+_THINKING = re.compile(r"^\s*<think>.*?(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
+
+
 def extract_json(text: str) -> Any:
     """The JSON value in a model's final text: the whole text, else the last fenced
     block that parses, else the span from the first ``{`` to the last ``}``.
 
     Raises ``InvalidAnswer`` when none of these parse.
     """
+    # A model served without a reasoning parser thinks aloud first: <think>…</think>.
+    text = _THINKING.sub("", text)
     stripped = text.strip()
     if not stripped:
         raise InvalidAnswer("the answer is empty; expected one JSON object")

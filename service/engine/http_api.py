@@ -1,15 +1,23 @@
 """What the two HTTP engines share: one POST with bounded retries, and error reading.
 
 Retries follow the servers' own advice: 408/409/429/5xx/529 and connection failures are
-retried up to ``max_retries`` times, waiting ``retry-after-ms`` / ``retry-after``
-(seconds or an HTTP date) when the server gives one and a capped exponential backoff
-otherwise. A server asking for a longer wait than ``max_retry_wait`` is not waited
-for: the run ends instead, because a review that sleeps for minutes holds a worker and
-a reservation for nothing. ``sleep`` is injectable so tests do not wait.
+retried, waiting ``retry-after-ms`` / ``retry-after`` (seconds or an HTTP date) when the
+server gives one and a capped exponential backoff otherwise. A wait longer than
+``max_retry_wait``, or than what is left of the run's wall clock, is not waited for: the
+run ends at once instead, because sleeping into the deadline would hold a worker and
+charge a reservation for a request nobody billed. A quota or budget that has run out
+(``is_quota``) is never retried. Every request of one call — retries and the one-off
+adjustments the OpenAI-compatible engine makes — comes out of one ``RequestBudget``.
+``sleep`` is injectable so tests do not wait.
+
+An answer is read up to ``MAX_RESPONSE_BYTES``; a larger one is not buffered. Error
+bodies are read in both shapes servers use (``{"error": {...}}`` and vLLM's older
+top-level ``{"object": "error", "message": ...}``), and what an engine records of them
+passes a ``Redactor`` first: a self-hosted proxy may echo the key it was sent.
 
 A rejected request is not billed, so failures report usage ``exact`` 0; only a call
-that may have been processed (a timeout, a dropped connection mid-response) leaves its
-usage unknown.
+that may have been processed (a timeout, a dropped connection mid-response, an answer
+too large to read) leaves its usage unknown.
 """
 
 from __future__ import annotations
@@ -34,11 +42,23 @@ from service.engine.base import (
     unknown_usage,
 )
 from service.engine.findings import Answer, InvalidAnswer
+from service.engine.prompt import PREVIOUS_ANSWER_MAX_CHARS
+from service.engine.sizing import Fit
+from service.redact import Redactor
 
 log = logging.getLogger(__name__)
 
 RETRY_STATUSES: Final = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 MAX_BACKOFF_SECONDS: Final = 8.0
+#: The largest answer read: a review is a few KB; a server that streams megabytes of
+#: garbage (or an answer of 30 MB) is cut off, not buffered.
+MAX_RESPONSE_BYTES: Final = 8 * 1024 * 1024
+#: Requests one call may make, retries and adjustments together.
+REQUESTS_PER_CALL: Final = 4
+_QUOTA_KINDS: Final = frozenset({"insufficient_quota", "budget_exceeded",
+                                 "enforced_spend_limit_reached", "billing_hard_limit_reached"})
+_QUOTA_TEXTS: Final = ("credit balance is too low", "exceeded your current quota",
+                       "budget has been exceeded", "enforced_spend_limit_reached")
 
 Sleep = Callable[[float], Awaitable[None]]
 Reply = TypeVar("Reply")
@@ -80,34 +100,99 @@ def retry_after_seconds(headers: httpx.Headers, now: datetime) -> float | None:
     return max(0.0, (when - now).total_seconds())
 
 
-def error_text(response: httpx.Response, limit: int = 160) -> str:
-    """The ``error.message`` (and type) of an API error body, one line, capped."""
+@dataclass(frozen=True)
+class ErrorInfo:
+    """An error answer's fields, from either body shape (see the module docstring)."""
+
+    status: int
+    kind: str  # ``type``, else ``code``
+    code: str
+    message: str
+    param: str
+    body: dict[str, Any]
+
+
+def error_info(response: httpx.Response) -> ErrorInfo:
     try:
         body = response.json()
     except (ValueError, RecursionError):
-        return f"HTTP {response.status_code}"
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict):
-        kind = error.get("type") or error.get("code") or ""
-        message = str(error.get("message") or "")
-        text = f"{kind}: {message}" if kind else message
-    elif isinstance(error, str):
-        text = error
-    else:
-        text = ""
+        body = None
+    error: Any = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, str):
+        error = {"message": error}
+    if not isinstance(error, dict):
+        # vLLM (older) and some proxies put the fields at the top level.
+        error = body if isinstance(body, dict) and ("message" in body or
+                                                   body.get("object") == "error") else {}
+
+    def field(name: str) -> str:
+        value = error.get(name)
+        return "" if value is None else str(value)
+
+    return ErrorInfo(status=response.status_code, kind=field("type") or field("code"),
+                     code=field("code"), message=field("message"), param=field("param"),
+                     body=error)
+
+
+def error_text(response: httpx.Response, limit: int = 160,
+               redactor: Redactor | None = None) -> str:
+    """The message (and type) of an API error body, one line, capped, redacted."""
+    info = error_info(response)
+    text = f"{info.kind}: {info.message}" if info.kind and info.message else (
+        info.message or info.kind)
     flat = " ".join(text.split())
+    if redactor is not None:
+        flat = redactor.redact(flat).text
     flat = flat if len(flat) <= limit else flat[: limit - 1] + "…"
     return f"HTTP {response.status_code}" + (f" {flat}" if flat else "")
 
 
 def error_body(response: httpx.Response) -> dict[str, Any]:
-    """The decoded ``error`` object of an error response, or an empty dict."""
-    try:
-        body = response.json()
-    except (ValueError, RecursionError):
-        return {}
-    error = body.get("error") if isinstance(body, dict) else None
-    return error if isinstance(error, dict) else {}
+    """The decoded error object of an error response, or an empty dict."""
+    return error_info(response).body
+
+
+def is_quota(response: httpx.Response) -> bool:
+    """A quota, credit or budget that has run out (OpenAI's ``insufficient_quota``,
+    LiteLLM's ``budget_exceeded``, Anthropic's spend limit or "credit balance is too
+    low"): no retry can help, and the run ends as ``usage_limit``."""
+    if response.status_code not in (400, 402, 403, 429):
+        return False
+    info = error_info(response)
+    details = info.body.get("details")
+    detail_code = details.get("error_code") if isinstance(details, dict) else None
+    text = f"{info.message} {detail_code or ''}".lower()
+    return (info.kind in _QUOTA_KINDS or info.code in _QUOTA_KINDS
+            or detail_code in _QUOTA_KINDS or any(t in text for t in _QUOTA_TEXTS))
+
+
+class RequestBudget:
+    """The requests one call may still make (``REQUESTS_PER_CALL``)."""
+
+    def __init__(self, requests: int = REQUESTS_PER_CALL) -> None:
+        self.left = requests
+
+    def take(self) -> bool:
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        return True
+
+
+async def _send(client: httpx.AsyncClient, url: str, content: bytes,
+                headers: Mapping[str, str]) -> httpx.Response | CallFailed:
+    """One POST, its answer read up to ``MAX_RESPONSE_BYTES``."""
+    async with client.stream("POST", url, content=content, headers=headers) as streamed:
+        data = bytearray()
+        async for chunk in streamed.aiter_bytes():
+            data += chunk
+            if len(data) > MAX_RESPONSE_BYTES:
+                return CallFailed("engine_error", "the server's answer was larger than "
+                                  f"{MAX_RESPONSE_BYTES // (1024 * 1024)} MiB; not read",
+                                  status=streamed.status_code,
+                                  billed_unknown=streamed.status_code == 200)
+        return httpx.Response(streamed.status_code, headers=streamed.headers,
+                              content=bytes(data), request=streamed.request)
 
 
 async def post_json(
@@ -122,37 +207,67 @@ async def post_json(
     max_retry_wait: float,
     give_up: Callable[[httpx.Response], bool] = lambda _r: False,
     log_extra: Mapping[str, object] | None = None,
+    time_left: Callable[[], float] = lambda: float("inf"),
+    budget: RequestBudget | None = None,
 ) -> httpx.Response | CallFailed:
     """POST ``body`` as JSON; return the final response (any status, retries spent) or a
-    ``CallFailed`` for a transport failure. ``give_up`` marks responses never retried."""
+    ``CallFailed`` for a transport failure. ``give_up`` marks responses never retried
+    (a quota that ran out never is); ``time_left`` is the run's remaining wall clock."""
     content = json.dumps(body).encode()
     send_headers = {**headers, "content-type": "application/json"}
+    budget = budget or RequestBudget(max_retries + 1)
     attempt = 0
-    while True:
+    last: httpx.Response | CallFailed = CallFailed(
+        "engine_error", "no request could be made: the call's request budget was spent")
+    while budget.take():
         try:
-            response = await client.post(url, content=content, headers=send_headers)
+            response = await _send(client, url, content, send_headers)
         except httpx.TimeoutException:
             return CallFailed("timeout", "the request timed out", billed_unknown=True)
         except (httpx.ConnectError, httpx.UnsupportedProtocol) as exc:
+            last = CallFailed("engine_unavailable",
+                              f"cannot connect to the engine's server ({type(exc).__name__})")
             if attempt >= max_retries or isinstance(exc, httpx.UnsupportedProtocol):
-                return CallFailed("engine_unavailable",
-                                  f"cannot connect to the engine's server ({type(exc).__name__})")
+                return last
             wait = None
         except httpx.TransportError as exc:  # dropped mid-response: may have been processed
             return CallFailed("engine_error", f"connection failed: {type(exc).__name__}",
                               billed_unknown=True)
         else:
+            if isinstance(response, CallFailed):
+                return response
+            last = response
             if response.status_code not in RETRY_STATUSES or give_up(response) \
-                    or attempt >= max_retries:
+                    or is_quota(response) or attempt >= max_retries:
                 return response
             wait = retry_after_seconds(response.headers, clock())
-            if wait is not None and wait > max_retry_wait:
-                return response  # asked to wait longer than a run may; report it instead
+            if wait is not None and wait > min(max_retry_wait, time_left()):
+                # Asked to wait longer than a run may, or than this run has left: report
+                # it now rather than sleep into the deadline.
+                return response
         delay = wait if wait is not None else min(0.5 * 2 ** attempt, MAX_BACKOFF_SECONDS)
+        if delay >= time_left():
+            return last
         attempt += 1
         log.info("engine request retry %d in %.1f s", attempt, delay,
                  extra={**(log_extra or {}), "attempt": attempt})
         await sleep(delay)
+    return last
+
+
+@dataclass
+class Conversation:
+    """One run's calls: the client, the request body as it grows (a repair appends to
+    its messages), what was spent, and when the wall clock runs out."""
+
+    client: httpx.AsyncClient
+    body: dict[str, Any]
+    spend: RunUsage
+    request: EngineRequest
+    deadline: float  # anyio.current_time() at which the wall clock runs out
+
+    def time_left(self) -> float:
+        return self.deadline - anyio.current_time()
 
 
 class RunUsage:
@@ -189,6 +304,22 @@ def finish(spend: RunUsage, stop_reason: str, detail: str,
         detail=detail)
 
 
+def does_not_fit(spend: RunUsage, fitted: Fit, problem: str | None) -> EngineResult:
+    """The result when a call would not fit what is left of the run (see ``sizing``): the
+    first call is ``refused`` at no cost; a repair is not made."""
+    if problem is None:
+        return finish(spend, "refused", f"not sent: {fitted.explain()}")
+    return finish(spend, "engine_error", f"invalid answer ({problem}); no repair: "
+                                         f"{fitted.explain()}")
+
+
+def capped_answer(text: str) -> str:
+    """A previous answer as a repair re-sends it: at most ``PREVIOUS_ANSWER_MAX_CHARS``."""
+    if len(text) <= PREVIOUS_ANSWER_MAX_CHARS:
+        return text
+    return text[:PREVIOUS_ANSWER_MAX_CHARS] + "\n[… truncated]"
+
+
 def call_failed(spend: RunUsage, failure: CallFailed) -> EngineResult:
     """The run's result after a call that produced no response."""
     if failure.billed_unknown:
@@ -199,17 +330,18 @@ def call_failed(spend: RunUsage, failure: CallFailed) -> EngineResult:
 async def answer_with_one_repair(
     spend: RunUsage,
     request: EngineRequest,
-    call: Callable[[], Awaitable[Reply | EngineResult]],
+    call: Callable[[str | None], Awaitable[Reply | EngineResult]],
     parse: Callable[[Reply], Answer],
     add_repair: Callable[[Reply, str], None],
 ) -> EngineResult:
     """Call, and read the answer; an invalid one is sent back once with what is wrong.
 
-    ``call`` returns the model's reply, or the run's result when the call failed;
-    ``add_repair(reply, problem)`` extends the conversation with that reply and the
-    objection, for the second call. No repair is tried without tokens left to pay for it.
+    ``call(problem)`` returns the model's reply, or the run's result when the call failed
+    or would not fit what is left of the run (``problem`` is None for the first call, the
+    objection for the repair). ``add_repair(reply, problem)`` extends the conversation
+    with that reply and the objection. No repair is tried without tokens left for it.
     """
-    reply = await call()
+    reply = await call(None)
     if isinstance(reply, EngineResult):
         return reply
     try:
@@ -220,7 +352,7 @@ async def answer_with_one_repair(
         return finish(spend, "engine_error",
                       f"invalid answer ({problem}); no tokens left to repair")
     add_repair(reply, problem)
-    again = await call()
+    again = await call(problem)
     if isinstance(again, EngineResult):
         return again
     try:

@@ -28,11 +28,13 @@ USAGE_LIMIT_PREFIXES: Final = (
 _LIMIT_PATTERNS: Final = (
     re.compile(r"usage limit reached", re.IGNORECASE),
     re.compile(r"limit reached\s*[∙·•]\s*resets", re.IGNORECASE),
+    # An API key's prepaid credit has run out: a limit like the plan's, with no reset
+    # time (the HTTP engines read the same 400 the same way).
+    re.compile(r"credit balance is too low", re.IGNORECASE),
 )
 _AUTH_TEXTS: Final = (
     "Not logged in", "Invalid API key", "Failed to authenticate", "Please run /login",
-    "authentication_error", "OAuth session expired", "Credit balance is too low",
-    "Invalid bearer token",
+    "authentication_error", "OAuth session expired", "Invalid bearer token",
 )
 _EPOCH_IN_TEXT = re.compile(r"\|\s*(\d{9,13})\b")
 _CLOCK_IN_TEXT = re.compile(

@@ -39,7 +39,7 @@ from service.engine.limits import (
 from service.redact import redact_shapes
 
 _AUTH_ERRORS: Final = frozenset({"authentication_failed", "oauth_org_not_allowed",
-                                 "billing_error", "account_on_hold"})
+                                 "account_on_hold"})
 _REFUSAL_TEXT: Final = "appears to violate our Usage Policy"
 
 #: How many distinct message ids are deduplicated exactly; older ones are folded into
@@ -268,6 +268,10 @@ class StreamState:
             self.refusal = True
         if error in _AUTH_ERRORS:
             self.auth_failure = f"the CLI reported {error}"
+        elif error == "billing_error":
+            # "Credit balance is too low" (2.1.197, an API key out of credit): a limit
+            # with no reset time, as the HTTP engines read the same 400.
+            self._limit(PlanLimit("assistant", None, "credit"))
         elif error == "max_output_tokens" or _OUTPUT_MAXIMUM in text:
             self.output_maximum = True
         elif error == "rate_limit" or event.get("api_error_status") == 429:
