@@ -249,7 +249,8 @@ async def _review(session: _Session, repo: str, pr_number: int) -> ReviewReport:
             header, f"the queue row for this head is {row.status}; not reviewing it"))
     owner = owner_id(0)
     claim = await anyio.to_thread.run_sync(lambda: queue.claim(
-        now=clock(), owner=owner, admit=_only(key, session.governor)))
+        now=clock(), owner=owner, admit=_only(key, session.governor),
+        lapsed=session.governor.close_lapsed))
     if claim is None:
         why = await anyio.to_thread.run_sync(_unclaimed, queue, session.governor, key, clock)
         return ReviewReport(key, False, False, (header, why))

@@ -42,7 +42,9 @@ TERMINAL: Final = frozenset({DONE, ABANDONED, SUPERSEDED})
 
 #: (event, from-status) -> to-status. The only place the lifecycle is written down.
 #: ``claim`` from CLAIMED is the reclaim of an expired lease; ``abandon`` is a row that
-#: has used every attempt and is no longer leased; ``supersede`` is an older pending
+#: has used every attempt and is no longer leased; ``recover`` hands back a row whose
+#: worker died (its lease lapsed) at the start of every claim, admitted or not, so a dead
+#: lease never outlives the next claim; ``supersede`` is an older pending
 #: ``pr_opened`` replaced by a newer head of the same pull request; ``cancel`` is a
 #: pending row whose pull request closed before anyone claimed it; ``revive`` is the same
 #: trigger arriving again for a cancelled row (the pull request reopened at the same head,
@@ -52,6 +54,7 @@ TRANSITIONS: Final[dict[tuple[str, str], str]] = {
     ("claim", CLAIMED): CLAIMED,
     ("finish", CLAIMED): DONE,
     ("release", CLAIMED): PENDING,
+    ("recover", CLAIMED): PENDING,
     ("abandon", PENDING): ABANDONED,
     ("abandon", CLAIMED): ABANDONED,
     ("supersede", PENDING): SUPERSEDED,
@@ -111,6 +114,14 @@ _LEASE_LAPSED = (f"((status = '{PENDING}' AND (leased_until IS NULL OR leased_un
 _ABANDON_EXHAUSTED = f"""
 UPDATE queue SET status = '{target("abandon")}', leased_until = NULL
  WHERE status IN {_in("abandon")} AND attempts >= :max_attempts AND {_LEASE_LAPSED}
+RETURNING dedupe_key
+"""
+
+# The attempt that died stays counted (it was counted when it was claimed).
+_RECOVER_LAPSED = f"""
+UPDATE queue SET status = '{target("recover")}', owner = NULL, leased_until = NULL
+ WHERE status IN {_in("recover")} AND leased_until <= :now
+RETURNING dedupe_key, attempts
 """
 
 # Walked lazily in FIFO order; deliberately no LIMIT: the admit hook may refuse the head
@@ -203,6 +214,10 @@ class QueueRow:
     comment_source: str | None
     command: str
 
+
+LapsedHook = Callable[[sqlite3.Connection, Sequence[str], datetime], None]
+"""Told, inside the claim's transaction, the keys whose lease lapsed (recovered or
+abandoned): the budget closes their open reservations as ``lost``."""
 
 AdmitHook = Callable[[sqlite3.Connection, Claim, datetime], bool]
 """True admits the candidate, False refuses it (the walk moves on to the next one).
@@ -340,26 +355,35 @@ class ReviewQueue:
     # -- the claim ------------------------------------------------------------------------
 
     def claim(
-        self, *, now: datetime, owner: str, admit: AdmitHook | None = None
+        self, *, now: datetime, owner: str, admit: AdmitHook | None = None,
+        lapsed: LapsedHook | None = None,
     ) -> Claim | None:
         """Lease the oldest claimable row that ``admit`` accepts, or return None.
 
-        One ``BEGIN IMMEDIATE`` holds: rows out of attempts become ``abandoned``;
-        candidates (pending, or claimed with a lapsed lease, whose pull request has no
-        live lease) are offered to ``admit`` oldest first; the first accepted is leased
-        with ``attempts + 1``. A refused candidate is left exactly as it was: refusal
-        costs no attempt. ``admit`` runs inside the transaction, so whatever it writes
-        (the budget reservation) commits with the lease or not at all.
+        One ``BEGIN IMMEDIATE`` holds: rows out of attempts become ``abandoned``; rows
+        whose worker's lease lapsed go back to ``pending`` (their attempt counted), and
+        ``lapsed`` is told both sets — all of this whether or not anything is admitted
+        after; candidates (pending, whose pull request has no live lease) are offered to
+        ``admit`` oldest first; the first accepted is leased with ``attempts + 1``. A
+        refused candidate is left exactly as it was: refusal costs no attempt. ``admit``
+        runs inside the transaction, so whatever it writes (the budget reservation)
+        commits with the lease or not at all.
         """
         if not owner:
             raise ValueError("owner must be a non-empty string")
         until = now + self.lease
         params = {"now": to_db_time(now), "max_attempts": self.max_attempts}
         with self._store.transaction() as conn:
-            abandoned = conn.execute(_ABANDON_EXHAUSTED, params).rowcount
+            abandoned = [key for (key,) in conn.execute(_ABANDON_EXHAUSTED, params)]
             if abandoned:
-                log.warning("abandoned %d row(s) after %d attempts", abandoned,
+                log.warning("abandoned %d row(s) after %d attempts", len(abandoned),
                             self.max_attempts)
+            recovered = list(conn.execute(_RECOVER_LAPSED, params))
+            for key, attempts in recovered:
+                log.warning("a worker's lease lapsed; the row is pending again",
+                            extra={"dedupe_key": key, "attempt": attempts})
+            if lapsed is not None and (abandoned or recovered):
+                lapsed(conn, [*abandoned, *(key for key, _ in recovered)], now)
             for values in conn.execute(_CLAIMABLE, params):
                 row = _row(values)
                 candidate = Claim(

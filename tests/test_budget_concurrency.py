@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TypeVar
 
 from service.budget import WINDOWS, Governor, Usage, limit_of, measure
 from service.config import BudgetConfig
@@ -71,6 +72,9 @@ def sliding_window_violations(path: Path, config: BudgetConfig) -> list[str]:
     return bad
 
 
+T = TypeVar("T")
+
+
 def drive(path: Path, worker: int, claims: int, tick: Callable[[], datetime],
           violations: list[str]) -> int:
     """One worker: claim, settle at a random-ish fraction, finish. Returns admitted count."""
@@ -81,12 +85,11 @@ def drive(path: Path, worker: int, claims: int, tick: Callable[[], datetime],
         admit = checked_admit(gov, CONFIG, violations)
         for i in range(claims):
             now = tick()
-            try:
-                c = queue.claim(now=now, owner=f"w{worker}", admit=admit)
-            except sqlite3.OperationalError as exc:
-                if is_contention(exc):
-                    continue
-                raise
+            # A claim that met the lock is tried again, as the pool does after its nap:
+            # every one of the ``claims`` is made, so how many are admitted does not
+            # depend on how often the threads collided.
+            c = retry_on_contention(lambda now=now: queue.claim(
+                now=now, owner=f"w{worker}", admit=admit))
             if c is None:
                 continue
             admitted += 1
@@ -100,12 +103,11 @@ def drive(path: Path, worker: int, claims: int, tick: Callable[[], datetime],
     return admitted
 
 
-def retry_on_contention(op: Callable[[], object]) -> None:
-    """What a worker does with a settle that met the lock: try again (it must land)."""
+def retry_on_contention(op: Callable[[], T]) -> T:
+    """What a worker does with a write that met the lock: try again (it must land)."""
     for _ in range(50):
         try:
-            op()
-            return
+            return op()
         except sqlite3.OperationalError as exc:
             if not is_contention(exc):
                 raise

@@ -448,3 +448,62 @@ async def test_the_apps_posts_never_trigger_it_by_webhook_or_by_poll(rig: Rig) -
             checked.append(source)
     # the review's inline comment, the description, the reply to a failed run, the notice
     assert sorted(checked) == ["issue", "issue", "issue", "review"]
+
+
+# -- the publication lease: short, renewed while a post runs ------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_dead_holders_run_is_posted_once_its_short_lease_lapses(rig: Rig) -> None:
+    from datetime import timedelta
+
+    from service.publisher import PUBLISH_LEASE
+    from service.publisher import records as run_records
+
+    pr = rig.add_pull()
+    run = rig.record(rig.opened(pr), findings=(ANCHORED,))
+    # The holder takes the lease and is SIGKILLed before it posts or releases.
+    with rig.store.transaction() as conn:
+        assert run_records.claim(conn, run.dedupe_key, rig.now(),
+                                 rig.now() + PUBLISH_LEASE) is not None
+    assert await republish_pending(rig.store, rig.publisher(), rig.now()) == 0  # held
+    assert PUBLISH_LEASE <= timedelta(seconds=30)
+    rig.world.clock.advance(PUBLISH_LEASE.total_seconds() + 1)
+    assert await republish_pending(rig.store, rig.publisher(), rig.now()) == 1
+    assert len(rig.reviews(pr)) == 1
+    assert await republish_pending(rig.store, rig.publisher(), rig.now()) == 0  # never twice
+
+
+@pytest.mark.anyio
+async def test_the_lease_is_renewed_while_a_slow_post_runs(rig: Rig) -> None:
+    import time
+    from datetime import timedelta
+
+    from service.publisher import GitHubPublisher
+    from service.store import from_db_time
+
+    pr = rig.add_pull()
+    run = rig.record(rig.opened(pr), findings=(ANCHORED,))
+    t0, started = rig.now(), time.monotonic()
+
+    def clock() -> Any:  # this publisher's time runs as the host's does
+        return t0 + timedelta(seconds=time.monotonic() - started)
+
+    slow = GitHubPublisher(store=rig.store, github=rig.github,
+                           installations=rig.installations, clock=clock,
+                           config=lambda: rig.config, mention=PHRASE, bot_login=lambda: BOT,
+                           lease=timedelta(seconds=3))
+    rig.world.faults.slow(path_glob=f"/repos/{REPO}/pulls/*/reviews", delay=5.0, times=1)
+    seen: list[Any] = []
+
+    async def watch() -> None:
+        await anyio.sleep(4.0)  # past the first lease's end, during the slow post
+        seen.append(rig.run_row(run.dedupe_key)["publish_lease_until"])
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(watch)
+        result = await slow.publish_key(run.dedupe_key)
+    assert result.status == "published"
+    # Renewed: held beyond the first lease (t0 + 3 s), so nobody else took the run.
+    assert seen[0] is not None and from_db_time(str(seen[0])) > t0 + timedelta(seconds=4)
+    assert len(rig.reviews(pr)) == 1

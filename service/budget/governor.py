@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final, Literal
@@ -224,6 +224,17 @@ class Governor:
                                     frees_at=capped.frees_at, now=now)
         self._reserve(conn, claim, now, mode, config)
         return True
+
+    def close_lapsed(self, conn: sqlite3.Connection, keys: Sequence[str],
+                     now: datetime) -> None:
+        """Close the open reservations of rows whose worker died (``ReviewQueue.claim``'s
+        ``lapsed`` hook) as ``lost``, charged in full: nobody can say what they spent."""
+        stamp = to_db_time(now)
+        for key in keys:
+            if conn.execute(_CLOSE_PREDECESSOR, {"key": key, "now": stamp}).rowcount:
+                log.warning("closed the reservation of a lapsed lease as lost",
+                            extra={"dedupe_key": key})
+        self._memo = None
 
     def _reserve(self, conn: sqlite3.Connection, claim: Claim, now: datetime, mode: Mode,
                  config: BudgetConfig) -> None:

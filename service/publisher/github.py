@@ -58,8 +58,12 @@ from service.worker.record import RecordedRun
 
 log = logging.getLogger(__name__)
 
-#: How long one attempt holds a run; the attempt is cut off a minute before it lapses.
-PUBLISH_LEASE: Final = timedelta(minutes=15)
+#: How long a publication lease lasts unless renewed. It is renewed every third of that
+#: while the attempt runs, so a holder that dies (SIGKILL right after recording) leaves
+#: the run to whoever publishes next within half a minute, plus their next round.
+PUBLISH_LEASE: Final = timedelta(seconds=30)
+#: An attempt that runs longer than this is cut off (and retried later).
+ATTEMPT_LIMIT: Final = timedelta(minutes=10)
 #: Attempts after which a run that only ever met transient failures is given up on.
 MAX_ATTEMPTS: Final = 10
 
@@ -89,8 +93,8 @@ class GitHubPublisher:
                  clock: Callable[[], datetime], config: Callable[[], PublishConfig],
                  mention: str, bot_login: Callable[[], str | None] = lambda: None,
                  lease: timedelta = PUBLISH_LEASE) -> None:
-        if lease <= timedelta(minutes=2):
-            raise ValueError("the publication lease must be longer than two minutes")
+        if lease < timedelta(seconds=3):
+            raise ValueError("the publication lease must be at least three seconds")
         self._store = store
         self._github = github
         self._installations = installations
@@ -137,8 +141,8 @@ class GitHubPublisher:
         extra = {"dedupe_key": key, "repo": pub.repo, "pr": pub.pr_number,
                  "attempt": pub.attempts}
         try:
-            with anyio.fail_after((self._lease - timedelta(minutes=1)).total_seconds()):
-                return await self._attempt(pub, extra)
+            with anyio.fail_after(ATTEMPT_LIMIT.total_seconds()):
+                return await self._holding(key, self._attempt(pub, extra))
         except (_Permanent, Forbidden, NotFound, Unprocessable) as exc:
             await self._db(records.record_failure, key, self._clock())
             log.error("GitHub refused the publication; publish_failed_at stamped (clear it "
@@ -164,6 +168,34 @@ class GitHubPublisher:
         finally:
             with anyio.CancelScope(shield=True):
                 await self._db(records.release, key)
+
+    async def _holding(self, key: str, attempt: Awaitable[PublishResult]) -> PublishResult:
+        """``await attempt``, renewing the run's lease every third of its length meanwhile
+        (its exceptions come out as they are, not in a task group's wrapping)."""
+        result: list[PublishResult] = []
+        failed: list[Exception] = []
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._renew, key)
+            try:
+                result.append(await attempt)
+            except Exception as exc:
+                failed.append(exc)
+            finally:
+                tasks.cancel_scope.cancel()
+        if failed:
+            raise failed[0]
+        return result[0]
+
+    async def _renew(self, key: str) -> None:
+        every = self._lease.total_seconds() / 3
+        while True:
+            await anyio.sleep(every)
+            now = self._clock()
+            try:
+                await self._db(records.renew, key, now, now + self._lease)
+            except Exception:  # the store busy for a moment: the next renewal tries again
+                log.warning("could not renew the publication lease", exc_info=True,
+                            extra={"dedupe_key": key})
 
     async def _attempt(self, pub: Publication, extra: dict[str, object]) -> PublishResult:
         if self._config().dry_run:
@@ -329,7 +361,7 @@ class GitHubPublisher:
                 return records.claim(conn, key, now, now + self._lease)
         return await anyio.to_thread.run_sync(work)
 
-    async def _db(self, fn: Callable[..., None], *args: Any) -> None:
+    async def _db(self, fn: Callable[..., object], *args: Any) -> None:
         def work() -> None:
             with self._store.transaction() as conn:
                 fn(conn, *args)

@@ -60,6 +60,12 @@ UPDATE runs SET publish_failed_at = :now, publish_lease_until = NULL
 
 _RELEASE = "UPDATE runs SET publish_lease_until = NULL WHERE dedupe_key = :key"
 
+# Only a lease still held is extended: one that lapsed may be another attempt's by now.
+_RENEW = """
+UPDATE runs SET publish_lease_until = :until
+ WHERE dedupe_key = :key AND publish_outcome IS NULL AND publish_lease_until > :now
+"""
+
 _AGENT_COMMENT = """
 INSERT INTO agent_comments (repo, comment_id, posted_at) VALUES (:repo, :comment_id, :now)
 ON CONFLICT (repo, comment_id) DO NOTHING
@@ -130,6 +136,12 @@ def record_failure(conn: sqlite3.Connection, key: str, now: datetime) -> None:
     """Give up on publishing ``key``: ``publish_failed_at`` is stamped and the run is
     offered no more (clearing the stamp offers it again)."""
     conn.execute(_FAILURE, {"key": key, "now": to_db_time(now)})
+
+
+def renew(conn: sqlite3.Connection, key: str, now: datetime, until: datetime) -> bool:
+    """Extend a live publication lease to ``until``; False when it is no longer live."""
+    return conn.execute(_RENEW, {"key": key, "now": to_db_time(now),
+                                 "until": to_db_time(until)}).rowcount == 1
 
 
 def release(conn: sqlite3.Connection, key: str) -> None:

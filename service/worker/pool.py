@@ -183,7 +183,8 @@ class WorkerPool:
     async def _claim(self, owner: str) -> Claim | None:
         def claim() -> Claim | None:
             return self._queue.claim(now=self._clock(), owner=owner,
-                                     admit=self._governor.admit)
+                                     admit=self._governor.admit,
+                                     lapsed=self._governor.close_lapsed)
         try:
             return await anyio.to_thread.run_sync(claim)
         except Exception as exc:

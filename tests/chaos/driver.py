@@ -20,9 +20,9 @@ The run, in order:
    has something to check, and everything can still finish after it;
 3. heal: one last start, no more kills, until nothing is queued, claimed or waiting to
    be published (or ``drain_timeout``);
-4. stop ``serve`` with SIGTERM (it must exit 0), then publish what a killed attempt left
-   under its 15-minute publication lease — the step a restart 15 minutes later would
-   take, run in-process with a clock 16 minutes ahead (``publish_after_lease``);
+4. stop ``serve`` with SIGTERM (it must exit 0), then publish whatever is still
+   unposted, as the next start would (``publish_after_lease``: nothing, when the drain
+   finished — a killed attempt's 30-second lease lapses and the live process posts it);
 5. read the store, the simulator's posts and the engine's usage log, and classify.
 """
 
@@ -338,24 +338,15 @@ def publish_policy(config: Path) -> None:
 
 
 def quiescent(rig: ChaosRig, keys: list[str]) -> bool:
-    """Nothing of ``keys`` queued or claimed, and no run waiting to be published except
-    under a publication lease taken by an earlier (killed) incarnation."""
-    assert rig.serve is not None
+    """Nothing of ``keys`` queued or claimed, and no run waiting to be published: a run a
+    killed incarnation left under its (30-second, renewed) publication lease is posted by
+    the live one's maintenance round once that lease lapses, so the drain waits for it."""
     queue = {r["dedupe_key"]: r["status"] for r in rig.rows("SELECT dedupe_key, status "
                                                              "FROM queue")}
     if any(queue.get(key) in (None, "pending", "claimed") for key in keys):
         return False
-    incarnation_started = datetime.now(UTC) - timedelta(
-        seconds=time.monotonic() - rig.serve.started)
-    for run in rig.rows("SELECT publish_lease_until FROM runs WHERE publish_outcome IS NULL "
-                        "AND publish_failed_at IS NULL"):
-        lease = run["publish_lease_until"]
-        if lease is None:
-            return False
-        taken = from_db_time(lease) - timedelta(minutes=15)
-        if taken >= incarnation_started:
-            return False  # the live process is publishing it
-    return True
+    return not rig.rows("SELECT 1 FROM runs WHERE publish_outcome IS NULL "
+                        "AND publish_failed_at IS NULL AND content_purged_at IS NULL")
 
 
 async def publish_after_lease(rig: ChaosRig, config_path: Path) -> int:
