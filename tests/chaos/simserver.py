@@ -134,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", args.port))
+    sock.listen(128)  # before the URL is printed: a client may connect at once
     base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     world.api_url = base_url
     print(base_url, flush=True)

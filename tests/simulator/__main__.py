@@ -37,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((args.host, args.port))
+    # Listening before the URL is printed: a client may connect the moment it reads it
+    # (the backlog holds it until uvicorn accepts), instead of being refused.
+    sock.listen(128)
     port = sock.getsockname()[1]
     base_url = f"http://{args.host}:{port}{args.prefix.rstrip('/')}"
     world.api_url = base_url
