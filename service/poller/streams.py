@@ -299,12 +299,14 @@ def pull_action(
       already seen, else nothing (a comment on a long-closed pull request);
     - a draft: ``REVIEW``, which the trigger rules turn into ``Ignore("draft")``;
     - seen before: closed then → reopened, a draft then → ready, another head → push;
-    - never seen: created after the watermark → opened; a closure recorded since its last
-      enqueue → reopened; its head already queued → nothing; otherwise a push. The last
-      covers a pull request older than the watermark that this agent never queued: a push
-      to it, a comment on it and a ready-for-review we did not see look the same here, and
-      treating all three as a push (``on_push`` decides) is what keeps an install on a
-      repository with a long backlog from reviewing the backlog piecemeal.
+    - never seen (by this process: the first sighting after a start): created after the
+      watermark → opened; a closure recorded since its last enqueue → reopened; its head
+      already queued → nothing; another head than the ones queued for it → a push (the
+      queue is durable evidence of the head before); **no head queued for it at all →
+      nothing**. A push to it, a comment on it (a bot's included) and a ready-for-review
+      look the same here, and a restart must not spend allowance: a first sighting with
+      nothing durable to compare is never taken for a push — the rule the cold start
+      follows too. (The webhook still delivers a real push.)
     """
     known = boundary_known(boundary, watermark)
     if pr.updated_at < watermark:
@@ -339,7 +341,9 @@ def pull_action(
         return PullDecision(PullAction.REVIEW, "reopened (closure recorded)")
     if pr.head_sha in history.known_heads:
         return PullDecision(PullAction.SKIP, "head already queued")
-    return PullDecision(PullAction.PUSH, "older than the watermark; treated as a push")
+    if history.known_heads:
+        return PullDecision(PullAction.PUSH, "a head the queue has not seen")
+    return PullDecision(PullAction.SKIP, "first sighting, no head queued before: not a push")
 
 
 class PullMemory:

@@ -109,3 +109,32 @@ async def test_a_store_without_seed_rows_starts_replaying_once_its_mark_moves(
     await rig.restart()
     assert (await rig.poll()).success
     assert rig.keys() == sorted([f"mention:{REPO}:1:{first.id}", f"mention:{REPO}:1:{second.id}"])
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("who", ["renovate[bot]", "eve", "bob"])
+async def test_a_restarted_poller_takes_no_comment_for_a_push(tmp_path: Path, who: str) -> None:
+    # With on_push: a pull request that existed before the start, asked about once, then
+    # commented on by a bot, a stranger or anyone after a restart: no automatic review.
+    from service.config import TriggersConfig
+
+    rig = PollerRig.create(tmp_path, triggers=TriggersConfig(on_push=True))
+    try:
+        await seeded(rig)
+        asked = rig.comment(1, "@claude review")
+        assert (await rig.poll()).success
+        await rig.restart()
+        rig.tick()
+        if who.endswith("[bot]"):
+            rig.world.add_user(who, association="NONE")
+        rig.comment(1, "deps bumped" if who.endswith("[bot]") else "looks fine", user=who)
+        rig.tick()
+        assert (await rig.poll()).success
+        assert rig.keys() == [f"mention:{REPO}:1:{asked.id}"]  # nothing bought by a restart
+        # A real push after that is still a push.
+        rig.push(1, sha(91))
+        rig.tick()
+        assert (await rig.poll()).success
+        assert f"pr_opened:{REPO}:1:{sha(91)}" in rig.keys()
+    finally:
+        await rig.close()
