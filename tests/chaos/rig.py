@@ -122,6 +122,8 @@ class ChaosRig:
     sim: subprocess.Popen[bytes] | None = None
     serve: Serve | None = None
     incarnations: list[Serve] = field(default_factory=list)
+    #: Processes started with ``start_role`` (the topology of separate roles).
+    roles: list[Serve] = field(default_factory=list)
     existing: dict[str, list[Branch]] = field(default_factory=dict)
     unopened: dict[str, list[Branch]] = field(default_factory=dict)
     installations: dict[str, int] = field(default_factory=dict)
@@ -211,8 +213,9 @@ class ChaosRig:
             "min_tokens": s.engine_tokens[0], "max_tokens": s.engine_tokens[1],
             "hang": list(s.hang)}))
 
-    def config_for(self, name: str = "config.yaml", **budget: int) -> Path:
-        """A ``serve`` config; ``budget`` overrides the budget's numbers."""
+    def config_for(self, name: str = "config.yaml", *,
+                   triggers: dict[str, Any] | None = None, **budget: int) -> Path:
+        """A ``serve`` config; ``triggers`` and ``budget`` override those sections."""
         s = self.settings
         document = {
             "github": {"app_id": APP_ID, "private_key_file": "app.pem",
@@ -221,7 +224,7 @@ class ChaosRig:
             "server": {"host": "127.0.0.1", "port": self.port},
             "store": {"path": "state.db"},
             "poller": {"interval_seconds": s.poll_interval},
-            "triggers": {},
+            "triggers": triggers or {},
             "workers": {"count": s.workers, "lease_seconds": s.lease_seconds},
             "engine": {"command": f"{sys.executable} {CLAUDE_CHAOS} --plan "
                                   f"{self.engine_dir / 'plan.json'}",
@@ -273,6 +276,35 @@ class ChaosRig:
             self.wait_ready(serve)
         return serve
 
+    def start_role(self, role: str, config: Path | None = None) -> Serve:
+        """Start ``serve --role ROLE`` beside the others (the roles share the store): the
+        topology of several processes, each of which can be killed on its own."""
+        index = len(self.incarnations) + 1
+        log = self.root / f"{role}-{index}.log"
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        with log.open("ab") as err:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "service", "serve", "--config",
+                 str(config or self.root / "config.yaml"), "--role", role],
+                cwd=self.service_root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=err, env=env)
+        serve = Serve(index=index, process=process, log=log, started=time.monotonic())
+        self.incarnations.append(serve)
+        self.roles.append(serve)
+        return serve
+
+    @staticmethod
+    def stop(serve: Serve, sig: int = signal.SIGKILL) -> int | None:
+        """Signal one process of the topology and wait for it; its exit code."""
+        if serve.process.poll() is not None:
+            return serve.process.returncode
+        serve.process.send_signal(sig)
+        try:
+            return serve.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            serve.process.kill()
+            return serve.process.wait()
+
     def wait_ready(self, serve: Serve, timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -289,6 +321,8 @@ class ChaosRig:
     def seeded(self) -> bool:
         """True once the poller has put both marks of every repository (the seed rows
         beside them, ``seed_*``, do not count)."""
+        if not self.store_path.exists():
+            return False  # the first process has not made the store yet
         return len(self.rows("SELECT name FROM watermarks WHERE name NOT LIKE 'seed_%'")
                    ) >= 2 * len(self.repos)
 
@@ -317,6 +351,8 @@ class ChaosRig:
     def close(self) -> None:
         """Stop everything this rig started, including engine runs orphaned by a kill."""
         self.kill_serve()
+        for role in self.roles:
+            self.stop(role)
         if self.sim is not None and self.sim.poll() is None:
             self.sim.terminate()
             try:
@@ -351,9 +387,10 @@ class ChaosRig:
             "head_ref": branch.head_ref, "emit": emit})
         return branch
 
-    def comment(self, repo: str, number: int, body: str, *, emit: bool) -> int:
+    def comment(self, repo: str, number: int, body: str, *, emit: bool,
+                user: str = COMMENTER) -> int:
         comment_id: int = self.chaos("POST", "comments", {
-            "repo": repo, "number": number, "user": COMMENTER, "body": body,
+            "repo": repo, "number": number, "user": user, "body": body,
             "emit": emit})["id"]
         return comment_id
 

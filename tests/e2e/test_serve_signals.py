@@ -182,7 +182,7 @@ def test_sigkill_during_a_review_the_restart_posts_it_once_and_the_ledger_charge
         ("lost", MAX_RUN, "unavailable"), ("completed", RUN_TOKENS, "exact")]
     assert e2e.db("SELECT status, attempts FROM queue") == [("done", 2)]
     assert e2e.db("SELECT COUNT(*) FROM runs") == [(1,)]
-    [lost] = restarted.messages("closed a predecessor reservation as lost")
+    [lost] = restarted.messages("closed the reservation of a lapsed lease as lost")
     assert lost["dedupe_key"] == key
     restarted.signal(signal.SIGTERM)
     assert restarted.wait(timeout=20) == 0
