@@ -36,12 +36,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Final, TextIO, TypeVar
+from typing import Final, TextIO, TypeVar, cast
 
 import anyio
 import httpx
 
 from service import __version__
+from service.alongside import alongside
 from service.budget import Governor
 from service.config import Config, ConfigError, load_config
 from service.daemon import AppIdentity, service_redactor
@@ -296,31 +297,16 @@ async def until_interrupted(work: Awaitable[T]) -> T:
     ran on to its end. Cancelling a scope of our own reaches every level, so the job
     settles and hands its row back at once.
     """
-    result: list[T] = []
-    failed: list[Exception] = []
-    interrupted = False
-    scope = anyio.CancelScope()
-    async with anyio.create_task_group() as tasks:
-        async def watch() -> None:
-            nonlocal interrupted
-            with anyio.open_signal_receiver(signal.SIGINT) as signals:
-                async for _ in signals:
-                    interrupted = True
-                    scope.cancel()
-                    return
+    async def watch(scope: anyio.CancelScope) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT) as signals:
+            async for _ in signals:
+                scope.cancel()
+                return
 
-        tasks.start_soon(watch)
-        try:
-            with scope:
-                result.append(await work)
-        except Exception as exc:  # raised as it is, not in the task group's wrapping
-            failed.append(exc)
-        tasks.cancel_scope.cancel()
-    if failed:
-        raise failed[0]
-    if interrupted:
+    finished, result = await alongside(work, watch)
+    if not finished:
         raise KeyboardInterrupt
-    return result[0]
+    return cast(T, result)  # finished: the work's own result
 
 
 def review(config: Config, repo: str, pr_number: int, *, dry_run: bool, out: TextIO,

@@ -40,6 +40,7 @@ from typing import Any, Final, Literal
 import anyio
 import httpx
 
+from service.alongside import alongside
 from service.budget import Governor
 from service.config import PublishConfig
 from service.engine.base import Finding
@@ -172,19 +173,12 @@ class GitHubPublisher:
     async def _holding(self, key: str, attempt: Awaitable[PublishResult]) -> PublishResult:
         """``await attempt``, renewing the run's lease every third of its length meanwhile
         (its exceptions come out as they are, not in a task group's wrapping)."""
-        result: list[PublishResult] = []
-        failed: list[Exception] = []
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(self._renew, key)
-            try:
-                result.append(await attempt)
-            except Exception as exc:
-                failed.append(exc)
-            finally:
-                tasks.cancel_scope.cancel()
-        if failed:
-            raise failed[0]
-        return result[0]
+        async def renew(_: anyio.CancelScope) -> None:
+            await self._renew(key)
+
+        _, result = await alongside(attempt, renew)
+        assert result is not None  # nothing cancels an attempt's scope but its own limit
+        return result
 
     async def _renew(self, key: str) -> None:
         every = self._lease.total_seconds() / 3

@@ -260,18 +260,8 @@ class ChaosRig:
         """Start ``serve --role all``; with ``wait``, return once ``/healthz`` answers."""
         if self.serve is not None and self.serve.process.poll() is None:
             raise RuntimeError("serve is already running")
-        index = len(self.incarnations) + 1
-        log = self.root / f"serve-{index}.log"
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        with log.open("ab") as err:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "service", "serve", "--config",
-                 str(config or self.root / "config.yaml"), "--role", "all"],
-                cwd=self.service_root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=err, env=env)
-        serve = Serve(index=index, process=process, log=log, started=time.monotonic())
+        serve = self._spawn("all", config, "serve")
         self.serve = serve
-        self.incarnations.append(serve)
         if wait:
             self.wait_ready(serve)
         return serve
@@ -279,8 +269,13 @@ class ChaosRig:
     def start_role(self, role: str, config: Path | None = None) -> Serve:
         """Start ``serve --role ROLE`` beside the others (the roles share the store): the
         topology of several processes, each of which can be killed on its own."""
+        serve = self._spawn(role, config, role)
+        self.roles.append(serve)
+        return serve
+
+    def _spawn(self, role: str, config: Path | None, name: str) -> Serve:
         index = len(self.incarnations) + 1
-        log = self.root / f"{role}-{index}.log"
+        log = self.root / f"{name}-{index}.log"
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         with log.open("ab") as err:
             process = subprocess.Popen(
@@ -290,7 +285,6 @@ class ChaosRig:
                 stderr=err, env=env)
         serve = Serve(index=index, process=process, log=log, started=time.monotonic())
         self.incarnations.append(serve)
-        self.roles.append(serve)
         return serve
 
     @staticmethod
