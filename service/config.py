@@ -27,34 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
 from service.engine.sandbox import ISOLATIONS
-
-
-class Secret:
-    """A string that never shows itself in a repr, a log line or an exception.
-
-    ``source`` is the file it was read from (None for the environment): the engine's
-    sandbox must be shown unable to open it.
-    """
-
-    __slots__ = ("_value", "source")
-
-    def __init__(self, value: str, source: Path | None = None) -> None:
-        self._value = value
-        self.source = source
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "Secret('***')"
-
-    __str__ = __repr__
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Secret) and other._value == self._value
-
-    def __hash__(self) -> int:
-        return hash(self._value)
+from service.secret import Secret
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import Any, Final, Literal, TextIO
 
 import orjson
 
-from service.config import Secret
+from service.secret import Secret
 
 LogFormat = Literal["json", "text"]
 LOG_FORMATS: Final = ("json", "text")

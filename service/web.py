@@ -23,11 +23,12 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from service.budget import Governor
-from service.config import Config, Secret
+from service.config import Config
 from service.deliveries import STORE_ERRORS, Delivery, DeliveryLog, InstallationChange, Result
 from service.health import FAILING, Health
 from service.queue import ReviewQueue
 from service.receiver import RETRY_AFTER, WebhookReceiver
+from service.secret import Secret
 from service.store import SqliteStore
 from service.triggers import TriggerContext
 

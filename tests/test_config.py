@@ -25,7 +25,6 @@ from service.config import (
     PublishConfig,
     RetentionConfig,
     ReviewConfig,
-    Secret,
     ServerConfig,
     TriggersConfig,
     WorkersConfig,
@@ -33,6 +32,7 @@ from service.config import (
     load_config,
     parse_config,
 )
+from service.secret import Secret
 
 WEBHOOK_SECRET = "whsec-current-3f9a1c"
 PREVIOUS_SECRET = "whsec-previous-77b2e0"

@@ -14,7 +14,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from service.config import GitHubConfig, Secret
+from service.config import GitHubConfig
 from service.github.auth import (
     APP,
     AppJWT,
@@ -29,6 +29,7 @@ from service.github.auth import (
 )
 from service.github.client import GitHubClient
 from service.github.errors import GitHubError, NotFound, Unauthorized
+from service.secret import Secret
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 APP_ID = 4242

@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from service import __version__
-from service.config import GitHubConfig, Secret
+from service.config import GitHubConfig
 from service.etags import ETagStore
 from service.github.auth import APP
 from service.github.client import GitHubClient
@@ -38,6 +38,7 @@ from service.github.ratelimit import (
 )
 from service.github.urls import api_url, is_under_base, normalize_api_base, parse_link_header
 from service.github.webhooks import SignatureError, check_signature, sign
+from service.secret import Secret
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 EPOCH0 = int(T0.timestamp())

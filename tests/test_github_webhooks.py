@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.config import Secret
 from service.github.webhooks import (
     PayloadError,
     SignatureError,
@@ -21,6 +20,7 @@ from service.github.webhooks import (
     sign,
     verify_signature,
 )
+from service.secret import Secret
 
 # GitHub's published test vector (docs: "Validating webhook deliveries").
 VECTOR_SECRET = "It's a Secret to Everybody"

@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from service.budget import Governor, Usage
-from service.config import BudgetConfig, PublishConfig, Secret
+from service.config import BudgetConfig, PublishConfig
 from service.engine.base import Assessment, Description, Finding
 from service.github import AppJWT, GitHubClient
 from service.jobs import Job
 from service.publisher import GitHubPublisher
 from service.queue import Claim, ReviewQueue
+from service.secret import Secret
 from service.store import SqliteStore
 from service.worker.diff import Omitted
 from service.worker.record import RecordedRun, record_run

@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from service.config import Secret
 from service.logs import (
     JsonFormatter,
     TextFormatter,
@@ -19,6 +18,7 @@ from service.logs import (
     extra_fields,
     formatter_for,
 )
+from service.secret import Secret
 
 
 def record(message: str = "webhook delivery", **extra: object) -> logging.LogRecord:

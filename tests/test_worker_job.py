@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from service.config import Config, EngineConfig, GitHubConfig, ReviewConfig, Secret, TriggersConfig
+from service.config import Config, EngineConfig, GitHubConfig, ReviewConfig, TriggersConfig
 from service.engine.base import EngineRequest, EngineResult
+from service.secret import Secret
 from service.worker import Installations, JobRunner, JobSettings, RecordedRun
 from service.worker.checkout import GitRunner, auth_header
 from service.worker.estimate import Estimator

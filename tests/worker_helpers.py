@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from service.budget import Governor, Usage
-from service.config import BudgetConfig, Secret
+from service.config import BudgetConfig
 from service.engine.base import Assessment, Description, EngineRequest, EngineResult, Finding
 from service.github import AppJWT, GitHubClient
 from service.jobs import Job
 from service.queue import Claim, ReviewQueue
+from service.secret import Secret
 from service.store import SqliteStore
 from service.worker import (
     Checkouts,

@@ -29,7 +29,6 @@ import anyio
 import httpx
 
 from service.budget import Usage
-from service.config import Secret
 from service.engine.base import EngineRequest, EngineResult, estimate_tokens, no_usage
 from service.engine.findings import (
     Answer,
@@ -62,6 +61,7 @@ from service.engine.prompt import (
 from service.engine.sizing import conservative_tokens, fit, with_margin
 from service.engine.stream_json import message_tokens
 from service.redact import Redactor
+from service.secret import Secret
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,6 @@ import anyio
 import httpx
 
 from service.budget import Usage
-from service.config import Secret
 from service.engine.base import EngineRequest, EngineResult, estimate_tokens
 from service.engine.findings import parse_answer_text, schema_for
 from service.engine.http_api import (
@@ -52,6 +51,7 @@ from service.engine.http_api import (
 from service.engine.prompt import build_prompt, repair_message, system_rules
 from service.engine.sizing import conservative_tokens, fit
 from service.redact import Redactor
+from service.secret import Secret
 
 log = logging.getLogger(__name__)
 

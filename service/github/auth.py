@@ -27,9 +27,9 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 
-from service.config import Secret
 from service.github.errors import GitHubError
 from service.github.urls import repo_path
+from service.secret import Secret
 
 if TYPE_CHECKING:
     from service.github.client import GitHubClient

@@ -29,7 +29,7 @@ from urllib.parse import parse_qs
 
 import orjson
 
-from service.config import Secret
+from service.secret import Secret
 
 SignatureReason = Literal["no_secret", "missing", "unsupported_algorithm", "malformed", "mismatch"]
 SIGNATURE_HEADER = "X-Hub-Signature-256"
