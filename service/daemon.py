@@ -34,7 +34,6 @@ import logging
 import signal
 import socket
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
@@ -46,31 +45,25 @@ from service.budget import Governor
 from service.config import Config
 from service.etags import ETagStore
 from service.github import (
-    APP,
     AppJWT,
     GitHubClient,
-    GitHubError,
     InstallationToken,
     InstallationTokens,
-    RetryPolicy,
     mint_installation_token,
 )
 from service.health import Health
-from service.ingest import AgentComments
+from service.identity import AppIdentity
 from service.queue import ReviewQueue
-from service.redact import Redactor
 from service.reload import reload_config
 from service.runners import engine_isolation_problem, run_poller, run_workers
+from service.services import Clock, Services, service_redactor
 from service.store import SqliteStore
-from service.triggers import TriggerContext
-from service.web import InstallationChange, create_app
+from service.web import create_app
 
 __all__ = [
     "AVAILABLE_ROLES",
     "ROLES",
-    "AppIdentity",
     "RoleUnavailableError",
-    "Services",
     "check_role",
     "github_client",
     "run",
@@ -80,8 +73,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-Clock = Callable[[], datetime]
-
 #: Role -> the components it runs.
 ROLES: Final[Mapping[str, tuple[str, ...]]] = {
     "web": ("web",),
@@ -89,14 +80,6 @@ ROLES: Final[Mapping[str, tuple[str, ...]]] = {
     "worker": ("workers",),
     "all": ("web", "poller", "workers"),
 }
-#: A slug no GitHub login can have (logins are letters, digits and '-'), used until the
-#: real one is known: the "[bot]"-login rule then matches nobody and the App-id and
-#: Bot-author rules do the work.
-UNKNOWN_SLUG: Final = "slug-not-yet-known!"
-SLUG_TIMEOUT: Final = 15.0
-SLUG_RETRY: Final = timedelta(minutes=5)
-SLUG_POLICY: Final = RetryPolicy(server_retries=1, rate_limit_retries=0,
-                                    backoff_base=0.5, backoff_cap=1.0)
 GRACEFUL_SECONDS: Final = 10
 
 
@@ -107,103 +90,6 @@ def utc_now() -> datetime:
 
 class RoleUnavailableError(ValueError):
     """A role that does not exist, or whose components this build cannot run yet."""
-
-
-class AppIdentity:
-    """The App as the trigger rules see it; ``context()`` is ``create_app``'s factory."""
-
-    def __init__(self, config: Config, store: SqliteStore) -> None:
-        self._config = config
-        self._agent_comments = AgentComments(store)
-        self._context = self._build(UNKNOWN_SLUG)
-        self.slug: str | None = None
-
-    def _build(self, slug: str) -> TriggerContext:
-        return TriggerContext(config=self._config.triggers, app_id=self._config.github.app_id,
-                              app_slug=slug, agent_comments=self._agent_comments)
-
-    def context(self) -> TriggerContext:
-        return self._context
-
-    def learn(self, slug: str) -> None:
-        """Adopt the App's slug (as GitHub reports it)."""
-        self._context = self._build(slug)
-        self.slug = slug
-
-    async def resolve(self, github: GitHubClient, health: Health, clock: Clock) -> bool:
-        """``GET /app`` once; True when the slug is now known. Never raises for GitHub."""
-        try:
-            with anyio.fail_after(SLUG_TIMEOUT):
-                data = await github.get_json(APP, "/app")
-        except (GitHubError, TimeoutError, httpx.HTTPError) as exc:
-            reason = f"GET /app failed: {exc}" if isinstance(exc, GitHubError) else (
-                f"GET /app failed: {type(exc).__name__}")
-            health.auth_failed(clock(), reason)
-            log.warning("cannot learn the App's slug from GitHub; recognising the App's own "
-                        "comments by App id and Bot authors until it is known",
-                        extra={"error": reason, "api_url": github.api_url})
-            return False
-        slug = data.get("slug") if isinstance(data, dict) else None
-        if not isinstance(slug, str) or not slug.strip() or slug != slug.strip():
-            health.auth_failed(clock(), "GET /app answered without a slug")
-            log.warning("GET /app answered without a usable slug")
-            return False
-        health.auth_succeeded(clock(), "app jwt")
-        self.learn(slug)
-        log.info("App identified", extra={"app_id": self._config.github.app_id, "slug": slug})
-        return True
-
-    async def keep_resolving(self, config: Config, health: Health, clock: Clock,
-                             transport: httpx.AsyncBaseTransport | None = None) -> None:
-        """``resolve`` now, then every ``SLUG_RETRY`` until it succeeds.
-
-        Each attempt uses a client of its own with a short retry policy, so a GitHub that is
-        down costs a second, not the patient back-off the shared client uses for reviews.
-        """
-        while True:
-            async with GitHubClient.from_config(config.github, clock=clock, transport=transport,
-                                                policy=SLUG_POLICY) as github:
-                if await self.resolve(github, health, clock):
-                    return
-            await anyio.sleep(SLUG_RETRY.total_seconds())
-
-
-@dataclass
-class Services:
-    """What every component of one process shares."""
-
-    config: Config
-    store: SqliteStore
-    queue: ReviewQueue
-    governor: Governor
-    health: Health
-    identity: AppIdentity
-    github: GitHubClient
-    clock: Clock
-    sockets: list[socket.socket] = field(default_factory=list)
-    #: Set by a second SIGTERM/SIGINT: stop now, without waiting for open connections
-    #: or for running jobs (the workers cancel them, which hands their rows back).
-    force: asyncio.Event = field(default_factory=asyncio.Event)
-    #: Called (on the event loop) after an installation webhook changed ``repositories``;
-    #: a poller in this process adds its ``request_refresh`` here.
-    installation_listeners: list[Callable[[InstallationChange], None]] = field(
-        default_factory=list)
-    #: What the engine's scrubbed environment is drawn from (credentials by name).
-    environ: Mapping[str, str] = field(default_factory=dict)
-    #: The workers' ``wake``: called after anything in this process enqueued work.
-    wakers: list[Callable[[], None]] = field(default_factory=list)
-
-    def wake_workers(self) -> None:
-        for wake in self.wakers:
-            wake()
-
-    def installation_changed(self, change: InstallationChange) -> None:
-        """The web receiver's ``on_installation_change``: tell every listener."""
-        log.info("installation changed", extra={
-            "installation_id": change.installation_id, "action": change.action,
-            "added": list(change.added), "removed": list(change.removed)})
-        for listener in self.installation_listeners:
-            listener(change)
 
 
 Runner = Callable[[Services, asyncio.Event], Awaitable[None]]
@@ -319,20 +205,6 @@ def github_client(config: Config, health: Health, clock: Clock,
         clock=clock, tokens=InstallationTokens(mint, clock), etags=ETagStore(),
         transport=transport, redactor=service_redactor(config, environ or {}))
     return client
-
-
-def service_redactor(config: Config, environ: Mapping[str, str]) -> Redactor:
-    """What every write to GitHub is cleaned of: credential shapes, the App's key, the
-    webhook secrets, the admin token and the engine's credentials."""
-    gh, engine = config.github, config.engine
-    names = [*engine.credential_env, *([engine.api_key_env] if engine.api_key_env else [])]
-    if engine.kind == "anthropic" and not engine.api_key_env:
-        names.append("ANTHROPIC_API_KEY")
-    return Redactor.for_service(
-        gh.private_key.reveal(),
-        [s.reveal() for s in gh.webhook_secrets]
-        + ([config.server.admin_token.reveal()] if config.server.admin_token else []),
-        environ, names)
 
 
 async def run(

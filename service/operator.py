@@ -45,14 +45,15 @@ from service import __version__
 from service.alongside import alongside
 from service.budget import Governor
 from service.config import Config, ConfigError, load_config
-from service.daemon import AppIdentity, service_redactor
 from service.engine.factory import build_engine, engine_homes
 from service.github import GitHubClient, GitHubError, NotFound, sign
 from service.health import Health
+from service.identity import AppIdentity
 from service.jobs import Job
 from service.publisher import GitHubPublisher
 from service.queue import Claim, ReviewQueue
 from service.runners import engine_isolation_problem
+from service.services import service_redactor
 from service.store import SqliteStore
 from service.worker import Checkouts, Installations, JobRunner, JobSettings, owner_id, read_pull
 from service.worker.checkout import validate_repo

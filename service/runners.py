@@ -34,7 +34,7 @@ from service.worker.pulls import Installations
 if TYPE_CHECKING:
     import asyncio
 
-    from service.daemon import Services
+    from service.services import Services
 
 log = logging.getLogger(__name__)
 

@@ -20,9 +20,10 @@ import pytest
 
 from service.cli import main
 from service.config import load_config
-from service.daemon import AVAILABLE_ROLES, UNKNOWN_SLUG, AppIdentity, listen, run
+from service.daemon import AVAILABLE_ROLES, listen, run
 from service.github import GitHubClient
 from service.health import Health
+from service.identity import UNKNOWN_SLUG, AppIdentity
 from service.store import SqliteStore
 from service.triggers import classify_event
 from tests import payloads as p

@@ -30,7 +30,8 @@ import httpx
 import uvicorn
 
 from service.config import ConfigError, MissingCredentials, describe_config, load_config
-from service.daemon import Clock, check_role, listen, serve, utc_now
+from service.daemon import check_role, listen, serve, utc_now
+from service.services import Clock
 from service.setup.files import new_config_text, writable_problem, write_config
 from service.setup.manifest import public_url_for
 from service.setup.page import create_setup_app
