@@ -1,7 +1,7 @@
 """The HTTP face of the service: the signed webhook receiver, ``/healthz`` and ``/budget``.
 
 ``create_app(...)`` builds a FastAPI app from its dependencies (no globals, no environment
-reads). The webhook route is ``service.receiver.WebhookReceiver``, a plain ASGI handler
+reads). The webhook route is ``service.webhook.receiver.WebhookReceiver``, a plain ASGI handler
 that the app calls for ``POST <webhook_path>`` before its own middleware and routing:
 that route takes the load, and FastAPI's per-request machinery would cost more CPU than
 the receiver's own work on the event loop. Every other request, and any other method on
@@ -24,13 +24,19 @@ from starlette.types import Receive, Scope, Send
 
 from service.budget import Governor
 from service.config import Config
-from service.deliveries import STORE_ERRORS, Delivery, DeliveryLog, InstallationChange, Result
 from service.health import FAILING, Health
 from service.queue import ReviewQueue
-from service.receiver import RETRY_AFTER, WebhookReceiver
 from service.secret import Secret
 from service.store import SqliteStore
 from service.triggers import TriggerContext
+from service.webhook.deliveries import (
+    STORE_ERRORS,
+    Delivery,
+    DeliveryLog,
+    InstallationChange,
+    Result,
+)
+from service.webhook.receiver import RETRY_AFTER, WebhookReceiver
 
 __all__ = ["Delivery", "DeliveryLog", "InstallationChange", "Result", "create_app"]
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from service.config import TriggersConfig
-from service.deliveries import ON_LOOP_BYTES, DeliveryLog, Received, Result
 from service.ingest import AgentComments
 from service.queue import ReviewQueue
 from service.store import SqliteStore
 from service.triggers import TriggerContext
+from service.webhook.deliveries import ON_LOOP_BYTES, DeliveryLog, Received, Result
 from tests import payloads as p
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -46,7 +46,7 @@ def committed_rows(store: SqliteStore, table: str) -> int:
 
 def test_a_staged_batch_is_written_but_not_committed_or_logged_until_its_commit(
         store: SqliteStore, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="service.deliveries")
+    caplog.set_level(logging.INFO, logger="service.webhook.deliveries")
     log = deliveries_log(store)
     batch = [(opened_pr(1, "d-1"), NOW), (opened_pr(2, "d-2"), NOW),
              (Received("d-bad", "pull_request", b"{not json", None), NOW)]

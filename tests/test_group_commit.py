@@ -1,4 +1,4 @@
-"""Group commit (``service.group_commit``), with real event loops and worker threads.
+"""Group commit (``service.webhook.group_commit``), with real event loops and worker threads.
 
 The store side is faked here (``tests/test_deliveries_stage.py`` has the real one): a
 ``stage`` that records its batches and a ``Staged`` whose commit can be held or fail.
@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from service.group_commit import PROBE_EVERY, GroupCommit
+from service.webhook.group_commit import PROBE_EVERY, GroupCommit
 
 NOW = datetime(2026, 5, 4, 12, 0, tzinfo=UTC)
 Outcome = str | Exception

@@ -1,4 +1,4 @@
-"""The webhook route served ahead of FastAPI (``service.receiver`` via ``create_app``).
+"""The webhook route served ahead of FastAPI (``service.webhook.receiver`` via ``create_app``).
 
 The contract itself is pinned in ``test_web_webhook.py``; these pin what serving the route
 as plain ASGI must not change: other methods, a mount under a root path, the answer's
@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service import receiver
 from service.github.webhooks import sign
+from service.webhook import receiver
 from tests.simulator.harness import REPO
 from tests.test_web_webhook import SECRET, Env, open_env, opened
 

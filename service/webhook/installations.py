@@ -4,7 +4,7 @@
 repositories under the installation's id; ``deleted`` and ``suspend`` mark every repository
 of the installation removed; ``installation_repositories`` adds ``repositories_added`` and
 removes ``repositories_removed``. Applied to the ``repositories`` table inside the caller's
-transaction (``service.deliveries`` records the delivery in the same one).
+transaction (``service.webhook.deliveries`` records the delivery in the same one).
 """
 
 from __future__ import annotations

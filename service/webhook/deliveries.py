@@ -1,14 +1,14 @@
 """Webhook deliveries into the store: one transaction records a batch and what it asks for.
 
-The webhook receiver (``service.receiver``) checks size, signature and headers and hands
-each delivery here as ``Received`` (raw body), by way of ``service.group_commit``, which
+The webhook receiver (``service.webhook.receiver``) checks size, signature and headers and hands
+each delivery here as ``Received`` (raw body), by way of ``service.webhook.group_commit``, which
 gathers them into batches. ``DeliveryLog`` parses the bodies, skips a delivery id already
 recorded (a redelivery), and otherwise records the delivery in ``deliveries`` together
 with its effect, in the same transaction:
 
 - ``ping``: nothing else;
 - ``installation`` / ``installation_repositories``: the ``repositories`` table
-  (``service.installations``), reported back as an ``InstallationChange``;
+  (``service.webhook.installations``), reported back as an ``InstallationChange``;
 - anything else: the trigger rules' decision (``service.triggers.classify_event``) applied
   to the queue through ``service.ingest.apply_decisions``, the seam shared with the
   poller, so an event seen by both paths becomes one queue row.
@@ -32,11 +32,6 @@ from typing import Any, Final
 
 from service.github.webhooks import PayloadError, parse_body
 from service.ingest import Applied, apply_decisions
-from service.installations import (
-    InstallationChange,
-    MalformedInstallation,
-    change_repositories,
-)
 from service.queue import ReviewQueue
 from service.store import (
     OpenTransaction,
@@ -46,6 +41,11 @@ from service.store import (
     to_db_time,
 )
 from service.triggers import Close, Decision, Enqueue, Ignore, TriggerContext, classify_event
+from service.webhook.installations import (
+    InstallationChange,
+    MalformedInstallation,
+    change_repositories,
+)
 
 __all__ = [
     "ON_LOOP_BYTES",
@@ -212,7 +212,7 @@ class _Parsed:
 
 class StagedDeliveries:
     """A batch written in a transaction still open, as ``DeliveryLog.stage`` leaves it
-    (a ``service.group_commit.Staged``)."""
+    (a ``service.webhook.group_commit.Staged``)."""
 
     def __init__(self, parsed: _Parsed, transaction: OpenTransaction | None) -> None:
         self._parsed = parsed
@@ -235,7 +235,7 @@ class DeliveryLog:
     """Records deliveries and carries out what they ask.
 
     Two ways in, the same effect: ``stage`` on the event loop, for a batch that can take
-    the write lock at once (``service.group_commit`` then commits it), and
+    the write lock at once (``service.webhook.group_commit`` then commits it), and
     ``receive_batch`` on a worker thread, which waits for the lock and commits itself.
     The trigger rules run inside the transaction, so their ``agent_comments`` lookup
     (``store.read()``) reads through it.

@@ -15,7 +15,7 @@ A delivery is checked in this order, each answered as DESIGN.md says:
    decision applied to the queue (202). A store failure is the one 5xx: 503.
 
 The rest -- parsing, the rules, the store, the log line -- goes through group commit
-(``service.group_commit``): on the event loop, a batch of deliveries to a transaction,
+(``service.webhook.group_commit``): on the event loop, a batch of deliveries to a transaction,
 and a worker thread only to wait for the write lock or for a slow disk's sync. A delivery
 is answered only after the transaction holding it committed.
 
@@ -36,9 +36,15 @@ import orjson
 from starlette.types import Receive, Scope, Send
 
 from service.config import Config
-from service.deliveries import STORE_ERRORS, DeliveryLog, InstallationChange, Received, Result
 from service.github.webhooks import SignatureError, check_signature
-from service.group_commit import GroupCommit
+from service.webhook.deliveries import (
+    STORE_ERRORS,
+    DeliveryLog,
+    InstallationChange,
+    Received,
+    Result,
+)
+from service.webhook.group_commit import GroupCommit
 
 __all__ = ["RETRY_AFTER", "WebhookReceiver"]
 
