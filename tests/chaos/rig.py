@@ -329,15 +329,7 @@ class ChaosRig:
 
     def kill_serve(self, sig: int = signal.SIGKILL) -> int | None:
         """Signal the running ``serve`` and wait for it; its exit code."""
-        serve = self.serve
-        if serve is None or serve.process.poll() is not None:
-            return None if serve is None else serve.process.returncode
-        serve.process.send_signal(sig)
-        try:
-            return serve.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            serve.process.kill()
-            return serve.process.wait()
+        return None if self.serve is None else self.stop(self.serve, sig)
 
     def alive(self) -> bool:
         return self.serve is not None and self.serve.process.poll() is None
