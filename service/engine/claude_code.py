@@ -215,9 +215,8 @@ class ClaudeCodeEngine:
         if not request.workdir.is_dir():
             return EngineResult(usage=no_usage(self.name, self._model),
                                 stop_reason="infrastructure", detail="the worktree is missing")
-        homes = self._sandbox.home()
         try:
-            home = homes.__enter__()
+            home = self._sandbox.make_home()
         except OSError as exc:  # a full or read-only disk: nothing ran, nothing was spent
             return EngineResult(usage=no_usage(self.name, self._model),
                                 stop_reason="infrastructure",
@@ -225,7 +224,7 @@ class ClaudeCodeEngine:
         try:
             return await self._review(request, home)
         finally:
-            homes.__exit__(None, None, None)
+            self._sandbox.remove_home(home)
 
     async def _review(self, request: EngineRequest, home: Path) -> EngineResult:
         started = anyio.current_time()

@@ -147,11 +147,6 @@ def error_text(response: httpx.Response, limit: int = 160,
     return f"HTTP {response.status_code}" + (f" {flat}" if flat else "")
 
 
-def error_body(response: httpx.Response) -> dict[str, Any]:
-    """The decoded error object of an error response, or an empty dict."""
-    return error_info(response).body
-
-
 def is_quota(response: httpx.Response) -> bool:
     """A quota, credit or budget that has run out (OpenAI's ``insufficient_quota``,
     LiteLLM's ``budget_exceeded``, Anthropic's spend limit or "credit balance is too

@@ -30,14 +30,13 @@ path, and the service refuses to start an engine that could read one.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal, get_args
@@ -141,18 +140,19 @@ class Sandbox:
         policy = self.policy(roots=roots, worktree=worktree, home=home)
         return [*launcher_argv(policy), "--", *argv]
 
-    @contextlib.contextmanager
-    def home(self) -> Iterator[Path]:
-        """A fresh, empty HOME for one engine run, deleted when the block ends."""
+    def make_home(self) -> Path:
+        """A fresh, empty HOME for one engine run (``OSError`` on a full or read-only
+        disk); ``remove_home`` deletes it when the run ends."""
         base = self.home_root or Path(tempfile.gettempdir())
         base.mkdir(parents=True, exist_ok=True, mode=0o700)
         path = base / f"{HOME_PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
         path.mkdir(mode=0o700)
         (path / "tmp").mkdir(mode=0o700)
-        try:
-            yield path
-        finally:
-            shutil.rmtree(path, ignore_errors=True)
+        return path
+
+    @staticmethod
+    def remove_home(path: Path) -> None:
+        shutil.rmtree(path, ignore_errors=True)
 
     def sweep_homes(self) -> list[Path]:
         """Delete HOMEs left by processes that died mid-run; returns what was removed."""

@@ -38,7 +38,6 @@ class Run:
     webhook_status: dict[str, int | None]
     webhook_seconds: dict[str, float]
     mint_failed_jobs: int = 0
-    seconds: float = 0.0
     exit_code: int | None = None
     hung_pids: list[int] = field(default_factory=list)
 
@@ -59,7 +58,6 @@ async def scenario(tmp: Path) -> Run:
                 kind="remote_protocol", applied=True, times=1)
     mint = faults.fail_token_mint(installation_id=rig.installations[MINT], status=500,
                                   times=None)
-    started = time.monotonic()
     run = Run(rig=rig, keys={}, webhook_status={}, webhook_seconds={})
     async with rig.running() as task:
         for repo in rig.repos:
@@ -83,7 +81,6 @@ async def scenario(tmp: Path) -> Run:
         run.hung_pids = [r["pid"] for r in rig.engine_runs() if r["trigger"] == f"{HANG}#1"]
         assert not task.done()
     run.exit_code = task.result()
-    run.seconds = time.monotonic() - started
     return run
 
 
