@@ -50,7 +50,7 @@ def _check_config(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def _migrate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from service.config import ConfigError, load_config
-    from service.store import SqliteStore
+    from service.storage import SqliteStore
 
     path = args.store
     if path is None:
@@ -103,7 +103,7 @@ def _budget(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from service.budget import Governor
     from service.budget.report import render
     from service.config import ConfigError, load_config
-    from service.store import SqliteStore
+    from service.storage import SqliteStore
 
     try:
         config = load_config(args.config, os.environ)

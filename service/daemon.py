@@ -53,11 +53,11 @@ from service.github import (
 )
 from service.health import Health
 from service.identity import AppIdentity
-from service.queue import ReviewQueue
 from service.reload import reload_config
 from service.runners import engine_isolation_problem, run_poller, run_workers
 from service.services import Clock, Services, service_redactor
-from service.store import SqliteStore
+from service.storage import SqliteStore
+from service.storage.queue import ReviewQueue
 from service.web import create_app
 
 __all__ = [

@@ -15,16 +15,17 @@ works, whereas a stale poller or a dead worker still leaves webhooks being accep
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final, Literal
 
-from service.store import HEAD_VERSION, SqliteStore, StoreClosedError
+from service.storage import HEAD_VERSION, STORE_ERRORS, Database
 
 log = logging.getLogger(__name__)
+
+_UNREACHABLE: Final[tuple[type[Exception], ...]] = (*STORE_ERRORS, OSError)
 
 Status = Literal["ok", "degraded", "failing"]
 OK: Final = "ok"
@@ -72,7 +73,7 @@ class Health:
     ``report`` touches the store, so async callers run it in a worker thread.
     """
 
-    def __init__(self, store: SqliteStore, *, expected_version: int = HEAD_VERSION,
+    def __init__(self, store: Database, *, expected_version: int = HEAD_VERSION,
                  breaker_probe: Callable[[datetime], tuple[bool, datetime | None]] | None = None
                  ) -> None:
         self._store = store
@@ -175,7 +176,7 @@ class Health:
     def _store_check(self) -> dict[str, object]:
         try:
             version = self._store.version
-        except (sqlite3.Error, StoreClosedError, OSError) as exc:
+        except _UNREACHABLE as exc:
             log.warning("health check: store unreachable", extra={"error": type(exc).__name__})
             return {"status": FAILING, "error": f"store unreachable ({type(exc).__name__})"}
         check: dict[str, object] = {

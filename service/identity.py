@@ -14,8 +14,8 @@ import httpx
 from service.config import Config
 from service.github import APP, GitHubClient, GitHubError, RetryPolicy
 from service.health import Health
-from service.ingest import AgentComments
-from service.store import SqliteStore
+from service.storage import SqliteStore
+from service.storage.agent_comments import AgentComments
 from service.triggers import TriggerContext
 
 log = logging.getLogger(__name__)

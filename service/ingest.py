@@ -10,25 +10,16 @@ closure for the retention sweep.
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import cast
 
-from service.queue import ReviewQueue
-from service.store import SqliteStore, to_db_time
+from service.storage import Transaction, closures
+from service.storage.queue import ReviewQueue
 from service.triggers import Close, Decision, Enqueue, Ignore
 
 log = logging.getLogger(__name__)
-
-_RECORD_CLOSE = """
-INSERT INTO closed_pull_requests (repo, pr_number, merged, closed_at)
-VALUES (:repo, :pr_number, :merged, :closed_at)
-ON CONFLICT (repo, pr_number) DO UPDATE SET
-    merged = excluded.merged, closed_at = excluded.closed_at, purged_at = NULL
-"""
-
 
 @dataclass
 class Applied:
@@ -49,7 +40,7 @@ class Applied:
 
 
 def apply_decision(
-    conn: sqlite3.Connection, queue: ReviewQueue, decision: Decision, *, now: datetime,
+    conn: Transaction, queue: ReviewQueue, decision: Decision, *, now: datetime,
     applied: Applied | None = None,
 ) -> Applied:
     """Carry out ``decision`` inside ``conn``'s transaction and say what happened."""
@@ -59,7 +50,7 @@ def apply_decision(
 
 
 def apply_decisions(
-    conn: sqlite3.Connection, queue: ReviewQueue,
+    conn: Transaction, queue: ReviewQueue,
     decisions: Sequence[tuple[Decision, datetime]],
 ) -> list[Applied]:
     """Carry out each ``(decision, now)`` in order inside ``conn``'s transaction.
@@ -89,30 +80,10 @@ def apply_decisions(
         if isinstance(decision, Close):
             results[index].cancelled.extend(
                 queue.cancel_pull_request(decision.repo, decision.pr_number, conn=conn))
-            conn.execute(_RECORD_CLOSE, {
-                "repo": decision.repo, "pr_number": decision.pr_number,
-                "merged": int(decision.merged), "closed_at": to_db_time(now),
-            })
+            closures.record_close(conn, decision.repo, decision.pr_number,
+                                  merged=decision.merged, at=now)
         elif isinstance(decision, Ignore):
             results[index].ignored = decision.reason
     if run:
         flush()
     return results
-
-
-class AgentComments:
-    """Is this comment id one the agent posted? (``agent_comments``, never pruned.)
-
-    A ``TriggerContext.agent_comments`` predicate. Inside a ``transaction()`` on the same
-    thread, ``read()`` joins it, so the webhook's classification sees its own writes.
-    """
-
-    def __init__(self, store: SqliteStore) -> None:
-        self._store = store
-
-    def __call__(self, comment_id: int) -> bool:
-        with self._store.read() as conn:
-            row = conn.execute(
-                "SELECT 1 FROM agent_comments WHERE comment_id = ? LIMIT 1", (comment_id,)
-            ).fetchone()
-        return row is not None

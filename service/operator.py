@@ -30,7 +30,6 @@ import json
 import logging
 import os
 import signal
-import sqlite3
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -51,10 +50,11 @@ from service.health import Health
 from service.identity import AppIdentity
 from service.jobs import Job
 from service.publisher import GitHubPublisher
-from service.queue import Claim, ReviewQueue
 from service.runners import engine_isolation_problem
 from service.services import service_redactor
-from service.store import SqliteStore
+from service.storage import SqliteStore, Transaction, ledger, runs
+from service.storage import queue as queue_table
+from service.storage.queue import Claim, ReviewQueue
 from service.worker import Checkouts, Installations, JobRunner, JobSettings, owner_id, read_pull
 from service.worker.checkout import validate_repo
 
@@ -102,22 +102,9 @@ class ReviewReport:
 
 def _state_of(store: SqliteStore, key: str) -> dict[str, object]:
     """The queue row, the newest ledger row and the run of ``key``, for the report."""
-    with store.read() as conn:
-        conn.row_factory = sqlite3.Row
-        try:
-            queue = conn.execute("SELECT status, attempts, owner, leased_until FROM queue"
-                                 " WHERE dedupe_key = ?", (key,)).fetchone()
-            ledger = conn.execute(
-                "SELECT stop_reason, used_tokens, usage_confidence, reserved_tokens, mode"
-                " FROM ledger WHERE dedupe_key = ? ORDER BY id DESC LIMIT 1",
-                (key,)).fetchone()
-            run = conn.execute(
-                "SELECT outcome, findings, publish_outcome, comment_id, publish_failed_at"
-                " FROM runs WHERE dedupe_key = ?", (key,)).fetchone()
-        finally:
-            conn.row_factory = None
-    return {"queue": dict(queue) if queue else None, "ledger": dict(ledger) if ledger else None,
-            "run": dict(run) if run else None}
+    with store.read() as tx:
+        return {"queue": queue_table.inspect(tx, key), "ledger": ledger.latest(tx, key),
+                "run": runs.inspect(tx, key)}
 
 
 def _describe(state: Mapping[str, object]) -> list[str]:
@@ -150,10 +137,10 @@ def _describe(state: Mapping[str, object]) -> list[str]:
 
 
 def _only(key: str, governor: Governor
-          ) -> Callable[[sqlite3.Connection, Claim, datetime], bool]:
+          ) -> Callable[[Transaction, Claim, datetime], bool]:
     """An admit hook that offers ``key`` alone to the governor; other rows stay as they are
     (a refused candidate costs nothing and is left for the daemon's workers)."""
-    def admit(conn: sqlite3.Connection, claim: Claim, now: datetime) -> bool:
+    def admit(conn: Transaction, claim: Claim, now: datetime) -> bool:
         return claim.dedupe_key == key and governor.admit(conn, claim, now)
     return admit
 

@@ -30,31 +30,9 @@ import logging
 from datetime import datetime, timedelta
 
 from service.config import RetentionConfig
-from service.store import SqliteStore, to_db_time
+from service.storage import Database, closures, runs
 
 log = logging.getLogger(__name__)
-
-_PURGE = """
-UPDATE runs
-   SET findings = '[]', omitted = '[]', assessment = NULL,
-       description = CASE WHEN description IS NULL THEN NULL ELSE '{}' END,
-       content_purged_at = :now
- WHERE content_purged_at IS NULL
-   AND EXISTS (
-       SELECT 1 FROM closed_pull_requests c
-        WHERE c.repo = runs.repo AND c.pr_number = runs.pr_number AND c.closed_at <= :cutoff
-          AND (runs.recorded_at <= c.closed_at
-               OR EXISTS (SELECT 1 FROM ledger l
-                           WHERE l.repo = runs.repo AND l.pr_number = runs.pr_number
-                             AND l.dedupe_key = runs.dedupe_key
-                             AND l.reserved_at <= c.closed_at)))
-"""
-
-_STAMP = """
-UPDATE closed_pull_requests SET purged_at = :now
- WHERE purged_at IS NULL AND closed_at <= :cutoff
-"""
-
 
 def delay_of(config: RetentionConfig) -> timedelta | None:
     """The configured delay after a close, or None when purging is off."""
@@ -63,15 +41,15 @@ def delay_of(config: RetentionConfig) -> timedelta | None:
     return timedelta(hours=config.delay_hours)
 
 
-def sweep(store: SqliteStore, now: datetime, delay: timedelta) -> int:
+def sweep(store: Database, now: datetime, delay: timedelta) -> int:
     """Purge the content of every run of a pull request closed at least ``delay`` before
     ``now``; returns how many runs were purged. One transaction; idempotent."""
     if delay < timedelta(0):
         raise ValueError("the retention delay cannot be negative")
-    params = {"now": to_db_time(now), "cutoff": to_db_time(now - delay)}
-    with store.transaction() as conn:
-        purged = conn.execute(_PURGE, params).rowcount
-        closed = conn.execute(_STAMP, params).rowcount
+    cutoff = now - delay
+    with store.transaction() as tx:
+        purged = runs.purge_closed(tx, now=now, cutoff=cutoff)
+        closed = closures.stamp_purged(tx, now=now, cutoff=cutoff)
     if purged or closed:
         log.info("retention: purged the content of %d run(s) of %d closed pull request(s)",
                  purged, closed, extra={"runs": purged, "pull_requests": closed})

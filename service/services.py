@@ -16,9 +16,9 @@ from service.config import Config
 from service.github import GitHubClient
 from service.health import Health
 from service.identity import AppIdentity
-from service.queue import ReviewQueue
 from service.redact import Redactor
-from service.store import SqliteStore
+from service.storage import SqliteStore
+from service.storage.queue import ReviewQueue
 from service.web import InstallationChange
 
 log = logging.getLogger(__name__)

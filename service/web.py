@@ -25,9 +25,9 @@ from starlette.types import Receive, Scope, Send
 from service.budget import Governor
 from service.config import Config
 from service.health import FAILING, Health
-from service.queue import ReviewQueue
 from service.secret import Secret
-from service.store import SqliteStore
+from service.storage import SqliteStore
+from service.storage.queue import ReviewQueue
 from service.triggers import TriggerContext
 from service.webhook.deliveries import (
     STORE_ERRORS,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from service.config import BudgetConfig
 from service.jobs import Job
-from service.store import SqliteStore
+from service.storage import SqliteStore
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 LEASE = timedelta(minutes=20)

@@ -10,8 +10,8 @@ import pytest
 
 from service.budget import Governor, Mode, Usage, measure
 from service.config import BudgetConfig
-from service.queue import ReviewQueue
-from service.store import SqliteStore, to_db_time
+from service.storage import SqliteStore, to_db_time
+from service.storage.queue import ReviewQueue
 from tests.queue_helpers import LEASE, T0, budget, mention, opened
 
 
@@ -222,7 +222,7 @@ def test_settle_is_guarded_on_the_owner(store: SqliteStore) -> None:
     c = queue.claim(now=T0, owner="w", admit=gov.admit)
     assert c is not None
     from dataclasses import replace
-    impostor = replace(c, owner="someone-else")
+    impostor = replace(c, lease=replace(c.lease, owner="someone-else"))
     assert gov.settle(impostor, Usage(1, "exact", "x", None), now=T0) is False
     assert gov.settle(c, Usage(1, "exact", "x", None), now=T0) is True
 

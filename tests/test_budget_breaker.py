@@ -20,8 +20,8 @@ from service.budget.breaker import (
 )
 from service.budget.windows import WindowState
 from service.config import BudgetConfig
-from service.queue import Claim, ReviewQueue
-from service.store import SqliteStore, to_db_time
+from service.storage import SqliteStore, to_db_time
+from service.storage.queue import Claim, ReviewQueue
 from tests.queue_helpers import LEASE, T0, budget, mention
 
 DAY = timedelta(days=1)
@@ -116,7 +116,7 @@ def test_settle_trips_even_when_the_reservation_was_no_longer_ours(store: Sqlite
     from dataclasses import replace
     queue, gov = ReviewQueue(store, lease=LEASE), Governor(store, budget())
     c = claim_one(queue, gov, T0, 1)
-    stale = replace(c, owner="someone-else")
+    stale = replace(c, lease=replace(c.lease, owner="someone-else"))
     assert gov.settle(stale, Usage(0, "exact", "e", None), now=T0,
                       stop_reason="usage_limit") is False
     assert state(store).tripped(T0)

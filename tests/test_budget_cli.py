@@ -16,8 +16,8 @@ from service.budget.breaker import read_breaker
 from service.budget.policy import read_policy
 from service.cli import main
 from service.config import load_config
-from service.queue import ReviewQueue
-from service.store import SqliteStore
+from service.storage import SqliteStore
+from service.storage.queue import ReviewQueue
 from tests.queue_helpers import mention
 
 

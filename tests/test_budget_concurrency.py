@@ -18,8 +18,8 @@ from typing import TypeVar
 
 from service.budget import WINDOWS, Governor, Usage, limit_of, measure
 from service.config import BudgetConfig
-from service.queue import Claim, ReviewQueue
-from service.store import SqliteStore, from_db_time, is_contention
+from service.storage import SqliteStore, from_db_time, is_contention
+from service.storage.queue import Claim, ReviewQueue
 from tests.queue_helpers import T0, mention
 
 # Small limits so that the windows fill, refuse and free many times over the run.

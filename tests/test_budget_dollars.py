@@ -14,8 +14,8 @@ from hypothesis import given, settings
 
 from service.budget import Governor, Mode, Usage
 from service.budget.dollars import costs_since
-from service.queue import Claim, ReviewQueue
-from service.store import SqliteStore, to_db_time
+from service.storage import SqliteStore, to_db_time
+from service.storage.queue import Claim, ReviewQueue
 from tests.queue_helpers import LEASE, T0, budget, mention, opened
 
 
@@ -108,10 +108,9 @@ def test_costs_since_equals_the_plain_sum_for_any_ledger(
 
 
 def test_the_cost_query_reads_hours_not_rows(store: SqliteStore) -> None:
-    from service.budget.dollars import _COSTS
-    from service.budget.windows import window_params
+    from service.storage.ledger import COSTS_SQL, window_params
     with store.read() as conn:
-        plan = " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + _COSTS,
+        plan = " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + COSTS_SQL,
                                                      window_params(T0)))
     assert "ledger_cost_hours" in plan and "SCAN ledger" not in plan
 

@@ -14,8 +14,8 @@ import pytest
 from service.budget import Governor, Mode, Usage
 from service.budget.breaker import BreakerState, write_breaker
 from service.budget.windows import measure, measure_actor
-from service.queue import Claim, ReviewQueue
-from service.store import SqliteStore, is_contention, to_db_time
+from service.storage import SqliteStore, is_contention, to_db_time
+from service.storage.queue import Claim, ReviewQueue
 from tests.queue_helpers import LEASE, T0, budget, mention, opened
 
 
@@ -250,13 +250,14 @@ def test_two_people_racing_each_stop_at_their_cap(tmp_path: Path) -> None:
 
 
 def test_the_pacer_and_the_cap_read_their_indexes(store: SqliteStore) -> None:
-    from service.budget.limits import _PACER
-    from service.budget.windows import _ACTOR, WINDOWS
+    from service.budget import PACER_EXEMPT, WINDOWS
+    from service.storage.ledger import ACTOR_SQL, pacer_sql
     stamp = to_db_time(T0)
     with store.read() as conn:
-        pacer = " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + _PACER, {
+        pacer_plan = "EXPLAIN QUERY PLAN " + pacer_sql(PACER_EXEMPT)
+        pacer = " | ".join(r[3] for r in conn.execute(pacer_plan, {
             "repo": "o/r", "pr_number": 1, "key": "k", "start": stamp}))
-        actor = " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + _ACTOR, {
+        actor = " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + ACTOR_SQL, {
             **{w.name: stamp for w in WINDOWS}, "actor": 1}))
     assert "USING INDEX ledger_pull_request (repo=? AND pr_number=? AND reserved_at>?)" in pacer
     assert "USING INDEX ledger_actor_window (actor_id=? AND reserved_at>?)" in actor

@@ -11,8 +11,8 @@ import pytest
 
 from service.budget import Governor
 from service.budget.policy import SHARED_FIELDS, parse_policy, read_policy
-from service.queue import ReviewQueue
-from service.store import SqliteStore, to_db_time
+from service.storage import SqliteStore, to_db_time
+from service.storage.queue import ReviewQueue
 from tests.queue_helpers import LEASE, T0, budget, mention
 
 WRITTEN = T0.replace(hour=8)

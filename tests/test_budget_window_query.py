@@ -9,9 +9,10 @@ from pathlib import Path
 import hypothesis.strategies as st
 from hypothesis import given, settings
 
-from service.budget import _WINDOW, WINDOWS, measure, window_params
-from service.queue import _CLAIMABLE
-from service.store import SqliteStore, to_db_time
+from service.budget import WINDOWS, measure
+from service.storage import SqliteStore, to_db_time
+from service.storage.ledger import WINDOW_SQL, window_params
+from service.storage.queue import CLAIMABLE_SQL
 from tests.queue_helpers import T0, budget
 
 PLAIN = ("SELECT COALESCE(SUM(COALESCE(used_tokens, reserved_tokens)), 0) FROM ledger"
@@ -58,9 +59,9 @@ def test_measure_equals_the_plain_sum_for_any_ledger(
 def test_the_claim_and_window_queries_are_served_by_indexes(tmp_path: Path) -> None:
     with SqliteStore(tmp_path / "s.db") as store, store.read() as conn:
         claim_plan = " | ".join(r[3] for r in conn.execute(
-            "EXPLAIN QUERY PLAN " + _CLAIMABLE, {"now": to_db_time(T0), "max_attempts": 3}))
+            "EXPLAIN QUERY PLAN " + CLAIMABLE_SQL, {"now": to_db_time(T0), "max_attempts": 3}))
         window_plan = " | ".join(r[3] for r in conn.execute(
-            "EXPLAIN QUERY PLAN " + _WINDOW, window_params(T0)))
+            "EXPLAIN QUERY PLAN " + WINDOW_SQL, window_params(T0)))
     # FIFO straight off the partial index of live rows: no done rows read, no sort.
     assert "USING INDEX queue_live" in claim_plan
     assert "TEMP B-TREE" not in claim_plan

@@ -24,7 +24,7 @@ from service.daemon import AVAILABLE_ROLES, listen, run
 from service.github import GitHubClient
 from service.health import Health
 from service.identity import UNKNOWN_SLUG, AppIdentity
-from service.store import SqliteStore
+from service.storage import SqliteStore
 from service.triggers import classify_event
 from tests import payloads as p
 from tests.simulator import SimulatorTransport, WebhookSender

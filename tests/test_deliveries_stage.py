@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from service.config import TriggersConfig
-from service.ingest import AgentComments
-from service.queue import ReviewQueue
-from service.store import SqliteStore
+from service.storage import SqliteStore
+from service.storage.agent_comments import AgentComments
+from service.storage.queue import ReviewQueue
 from service.triggers import TriggerContext
 from service.webhook.deliveries import ON_LOOP_BYTES, DeliveryLog, Received, Result
 from tests import payloads as p

@@ -15,20 +15,22 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from service.config import GitHubConfig
+from service.github.actors import APP
 from service.github.auth import (
-    APP,
     AppJWT,
     AppKeyError,
     InstallationToken,
     InstallationTokens,
-    find_repository_installation,
-    list_installation_repositories,
-    list_installations,
     make_app_jwt,
     parse_token_response,
 )
 from service.github.client import GitHubClient
 from service.github.errors import GitHubError, NotFound, Unauthorized
+from service.github.installations import (
+    find_repository_installation,
+    list_installation_repositories,
+    list_installations,
+)
 from service.secret import Secret
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)

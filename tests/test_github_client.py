@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from service import __version__
 from service.config import GitHubConfig
 from service.etags import ETagStore
-from service.github.auth import APP
+from service.github.actors import APP
 from service.github.client import GitHubClient
 from service.github.conditional import token_fingerprint
 from service.github.errors import (

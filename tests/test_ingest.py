@@ -9,9 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.ingest import AgentComments, Applied, apply_decision, apply_decisions
-from service.queue import ReviewQueue
-from service.store import SqliteStore, to_db_time
+from service.ingest import Applied, apply_decision, apply_decisions
+from service.storage import SqliteStore, to_db_time
+from service.storage.agent_comments import AgentComments
+from service.storage.queue import ReviewQueue
 from service.triggers import Close, Decision, Enqueue, Ignore
 from tests.queue_helpers import T0, mention, opened
 

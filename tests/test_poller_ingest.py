@@ -19,7 +19,8 @@ import pytest
 
 from service.config import TriggersConfig
 from service.ingest import apply_decision
-from service.store import SqliteStore, to_db_time
+from service.storage import SqliteStore, to_db_time
+from service.storage.watermarks import Watermarks
 from service.triggers import classify_event
 from tests.simulator.harness import APP_ID
 from tests.test_poller_support import REPO, T0, PollerRig, sha
@@ -456,21 +457,30 @@ async def test_webhook_and_poller_at_the_same_moment_make_one_row(rig: PollerRig
 
 
 class CrashingStore(SqliteStore):
-    """Dies once right before a watermark advance, after the apply transaction committed."""
+    """Dies once right before a watermark advance, after the apply transaction committed
+    (``CrashingWatermarks`` reads ``crash_before``)."""
 
     crash_before: str | None = None
 
-    def advance_watermark(self, name: str, at: datetime) -> datetime:
-        if self.crash_before is not None and name.startswith(self.crash_before):
-            self.crash_before = None
+
+class CrashingWatermarks(Watermarks):
+    def __init__(self, db: CrashingStore) -> None:
+        super().__init__(db)
+        self._crashing = db
+
+    def advance(self, name: str, at: datetime) -> datetime:
+        store = self._crashing
+        if store.crash_before is not None and name.startswith(store.crash_before):
+            store.crash_before = None
             raise RuntimeError("crashed between the enqueue and the watermark advance")
-        return super().advance_watermark(name, at)
+        return super().advance(name, at)
 
 
 @pytest.mark.parametrize("stream", ["pull_requests", "comments"])
 @pytest.mark.anyio
 async def test_a_crash_between_enqueue_and_advance_loses_nothing_and_doubles_nothing(
-        tmp_path: Path, stream: str) -> None:
+        tmp_path: Path, stream: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("service.poller.cycle.Watermarks", CrashingWatermarks)
     store = CrashingStore(tmp_path / "state.db")
     rig = PollerRig.create(tmp_path, store=store)
     try:

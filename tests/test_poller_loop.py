@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from service.store import SqliteStore, to_db_time
+from service.storage import SqliteStore, to_db_time
 from tests.test_poller_support import REPO, T0, PollerRig, sha
 
 

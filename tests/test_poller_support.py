@@ -20,10 +20,12 @@ from typing import Any
 
 from service.config import TriggersConfig
 from service.github import AppJWT, GitHubClient, RateLimit
-from service.ingest import AgentComments
 from service.poller import CycleReport, Poller
-from service.queue import QueueRow, ReviewQueue
-from service.store import SqliteStore
+from service.storage import SqliteStore
+from service.storage.agent_comments import AgentComments
+from service.storage.etags import StoredETags
+from service.storage.queue import QueueRow, ReviewQueue
+from service.storage.watermarks import Watermarks
 from service.triggers import TriggerContext
 from tests.simulator import SimClock, SimulatorTransport, World
 from tests.simulator.harness import APP_ID, SAMPLE_DIFF, app_key_pair
@@ -110,7 +112,8 @@ class PollerRig:
 
         return GitHubClient(
             API, app_jwt=AppJWT(APP_ID, self.private_pem, world.clock.now),
-            clock=world.clock.now, etags=self.store, transport=SimulatorTransport(world),
+            clock=world.clock.now, etags=StoredETags(self.store),
+            transport=SimulatorTransport(world),
             sleep=client_sleep)
 
     def new_poller(self) -> Poller:
@@ -148,7 +151,7 @@ class PollerRig:
         return sorted(r.dedupe_key for r in self.queue.rows())
 
     def watermark(self, stream: str, repo: str = REPO) -> datetime | None:
-        return self.store.get_watermark(f"{stream}:{repo}")
+        return Watermarks(self.store).get(f"{stream}:{repo}")
 
     def rate_limit(self) -> RateLimit | None:
         return self.client.rate_limit(self.installation.id)

@@ -25,8 +25,8 @@ from service.publisher.markers import (
 )
 from service.publisher.publication import Publication, RunAccount
 from service.publisher.safety import MAX_BODY, WORD_JOINER, clean, code, github_length, truncate
+from service.run_content import Omitted
 from service.triggers import find_mention
-from service.worker.diff import Omitted
 from tests.simulator.harness import app_key_pair
 from tests.test_publisher_support import ANCHORED, HEAD, PHRASE, UNANCHORED
 

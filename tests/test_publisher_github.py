@@ -14,11 +14,11 @@ import pytest
 from service.budget import Usage
 from service.config import TriggersConfig
 from service.engine.base import Assessment, Description, Finding
-from service.ingest import AgentComments
 from service.publisher import republish_pending, run_marker
 from service.publisher.markers import DESCRIPTION_END, DESCRIPTION_START, OUTDATED
+from service.run_content import Omitted
+from service.storage.agent_comments import AgentComments
 from service.triggers import Ignore, TriggerContext, classify_comment, classify_event, find_mention
-from service.worker.diff import Omitted
 from tests.test_publisher_support import (
     ANCHORED,
     APP_ID,
@@ -480,7 +480,7 @@ async def test_the_lease_is_renewed_while_a_slow_post_runs(rig: Rig) -> None:
     from datetime import timedelta
 
     from service.publisher import GitHubPublisher
-    from service.store import from_db_time
+    from service.storage import from_db_time
 
     pr = rig.add_pull()
     run = rig.record(rig.opened(pr), findings=(ANCHORED,))

@@ -26,10 +26,10 @@ from service.engine.base import Assessment, Description, Finding
 from service.github import AppJWT, GitHubClient
 from service.jobs import Job
 from service.publisher import GitHubPublisher
-from service.queue import Claim, ReviewQueue
+from service.run_content import Omitted
 from service.secret import Secret
-from service.store import SqliteStore
-from service.worker.diff import Omitted
+from service.storage import SqliteStore
+from service.storage.queue import Claim, ReviewQueue
 from service.worker.record import RecordedRun, record_run
 from tests.simulator import SimClock, SimulatorTransport, World
 from tests.simulator.harness import SAMPLE_DIFF, app_key_pair

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from service import queue as q
-from service.queue import Claim, ReviewQueue
-from service.store import SqliteStore
+from service.storage import SqliteStore
+from service.storage import queue as q
+from service.storage.queue import Claim, ReviewQueue
 from tests.queue_helpers import LEASE, T0, mention, opened
 
 

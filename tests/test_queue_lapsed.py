@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from service.budget import Governor
-from service.queue import ReviewQueue
-from service.store import SqliteStore
+from service.storage import SqliteStore
+from service.storage.queue import ReviewQueue
 from tests.queue_helpers import LEASE, T0, budget, mention
 
 

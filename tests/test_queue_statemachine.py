@@ -16,8 +16,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from service.budget import Governor, Usage, measure
 from service.config import BudgetConfig
-from service.queue import MAX_ATTEMPTS, Claim, ReviewQueue
-from service.store import SqliteStore
+from service.storage import SqliteStore
+from service.storage.queue import MAX_ATTEMPTS, Claim, ReviewQueue
 from tests.queue_helpers import T0, mention, opened
 
 CONFIG = BudgetConfig(enabled=True, session_tokens=30_000, weekly_tokens=420_000,

@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from service.budget import Governor
 from service.config import load_config
 from service.reload import reload_config
-from service.store import SqliteStore
+from service.storage import SqliteStore
 
 
 @pytest.fixture(scope="module")

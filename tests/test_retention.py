@@ -21,8 +21,8 @@ from service.engine.base import Description
 from service.ingest import apply_decision
 from service.publisher import republish_pending
 from service.retention import delay_of, sweep
+from service.run_content import Omitted
 from service.triggers import Close
-from service.worker.diff import Omitted
 from tests.simulator.harness import app_key_pair
 from tests.test_publisher_support import ANCHORED, REPO, UNANCHORED, Rig
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from service.cli import main
 from service.etags import ETagCache, ETagStore, Validators
-from service.store import (
+from service.storage import (
     HEAD_VERSION,
     MIGRATIONS,
     MigrationError,
@@ -29,6 +29,7 @@ from service.store import (
     is_contention,
     to_db_time,
 )
+from service.storage.etags import StoredETags
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -441,7 +442,7 @@ def cache(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ETagCache]
         yield ETagStore()
     else:
         with SqliteStore(tmp_path / "s.db") as store:
-            yield store
+            yield StoredETags(store)
 
 
 def test_etag_cache_round_trip(cache: ETagCache) -> None:
@@ -456,9 +457,9 @@ def test_etag_cache_round_trip(cache: ETagCache) -> None:
 
 def test_etags_survive_a_restart(tmp_path: Path) -> None:
     with SqliteStore(tmp_path / "s.db") as store:
-        store.put_validators("k", Validators('"e"', "Tue"))
+        StoredETags(store).put_validators("k", Validators('"e"', "Tue"))
     with SqliteStore(tmp_path / "s.db") as store:
-        assert store.get_validators("k") == Validators('"e"', "Tue")
+        assert StoredETags(store).get_validators("k") == Validators('"e"', "Tue")
 
 
 # -- the migrate command --------------------------------------------------------------------
@@ -505,7 +506,7 @@ def test_storing_a_variant_replaces_the_other_variants_of_its_resource(tmp_path:
     from service.etags import ETagStore, Validators
 
     with SqliteStore(tmp_path / "s.db") as store:
-        for cache in (store, ETagStore()):
+        for cache in (StoredETags(store), ETagStore()):
             cache.put_validators("gh:v1:i1:json /repos/o/r/pulls#told", Validators('W/"1"'))
             cache.put_validators("gh:v1:i1:json /repos/o/r/pulls?page=2#told", Validators("p2"))
             cache.put_validators("gh:v1:i1:json /repos/o/r/pulls#tnew", Validators('W/"2"'))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from service.store import (
+from service.storage import (
     HEAD_VERSION,
     MIGRATIONS,
     MigrationError,
@@ -25,6 +25,8 @@ from service.store import (
     migrate,
     to_db_time,
 )
+from service.storage.etags import StoredETags
+from service.storage.watermarks import Watermarks
 
 SNAPSHOT = Path(__file__).with_name("schema_snapshot.sql")
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
@@ -353,14 +355,14 @@ def test_pre_list_database_at_version_0_adopts_version_1(tmp_path: Path) -> None
 
     with SqliteStore(path) as store:
         assert store.version == HEAD_VERSION
-        assert store.get_validators("GET /repos/o/r/pulls") is not None
+        assert StoredETags(store).get_validators("GET /repos/o/r/pulls") is not None
         with store.read() as conn:
             assert sorted(conn.execute("SELECT name, at FROM watermarks")) == [
                 ("comments", at(5)),
                 ("pull_requests", at(0)),
             ]
-        assert store.adopt_legacy_watermarks("o/r") is True
-        assert store.get_watermark("comments:o/r") == T0 + timedelta(minutes=5)
+        assert Watermarks(store).adopt_legacy("o/r") is True
+        assert Watermarks(store).get("comments:o/r") == T0 + timedelta(minutes=5)
 
     fresh = tmp_path / "fresh.db"
     build(fresh, MIGRATIONS)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from service.store import MIGRATIONS, NestedTransactionError, SqliteStore, StoreClosedError
+from service.storage import MIGRATIONS, NestedTransactionError, SqliteStore, StoreClosedError
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from service.store import SqliteStore, from_db_time, to_db_time, watermark_key
+from service.storage import SqliteStore, from_db_time, to_db_time, watermark_key
+from service.storage.watermarks import Watermarks
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 KEY = "comments:o/r"
@@ -56,20 +57,20 @@ def test_watermark_key_rejects_malformed_parts(stream: str, repo: str) -> None:
 
 
 def test_advance_only_moves_forward(store: SqliteStore) -> None:
-    assert store.get_watermark(KEY) is None
-    assert store.advance_watermark(KEY, T0) == T0
+    assert Watermarks(store).get(KEY) is None
+    assert Watermarks(store).advance(KEY, T0) == T0
     later = T0 + timedelta(microseconds=1)
-    assert store.advance_watermark(KEY, later) == later
-    assert store.advance_watermark(KEY, T0 - timedelta(days=30)) == later
-    assert store.advance_watermark(KEY, later) == later
-    assert store.get_watermark(KEY) == later
-    assert store.get_watermark("pull_requests:o/r") is None  # streams are independent
-    assert store.get_watermark("comments:o/other") is None  # and so are repositories
+    assert Watermarks(store).advance(KEY, later) == later
+    assert Watermarks(store).advance(KEY, T0 - timedelta(days=30)) == later
+    assert Watermarks(store).advance(KEY, later) == later
+    assert Watermarks(store).get(KEY) == later
+    assert Watermarks(store).get("pull_requests:o/r") is None  # streams are independent
+    assert Watermarks(store).get("comments:o/other") is None  # and so are repositories
 
 
 def test_stored_as_fixed_width_utc_and_returned_aware(store: SqliteStore) -> None:
     local = datetime(2026, 11, 2, 10, 30, tzinfo=timezone(timedelta(hours=1)))
-    in_force = store.advance_watermark(KEY, local)
+    in_force = Watermarks(store).advance(KEY, local)
     assert in_force == local
     assert in_force.tzinfo is UTC
     assert names(store) == {KEY: "2026-11-02T09:30:00.000000+00:00"}
@@ -77,33 +78,33 @@ def test_stored_as_fixed_width_utc_and_returned_aware(store: SqliteStore) -> Non
 
 def test_naive_datetime_is_refused_and_nothing_is_written(store: SqliteStore) -> None:
     with pytest.raises(ValueError, match="naive"):
-        store.advance_watermark(KEY, datetime(2026, 11, 2, 9, 0))
+        Watermarks(store).advance(KEY, datetime(2026, 11, 2, 9, 0))
     assert names(store) == {}
 
 
 @pytest.mark.parametrize("name", ["comments", "pull_requests", "comments:o", ":o/r", "c:o/r/x"])
 def test_unqualified_or_malformed_names_are_refused(store: SqliteStore, name: str) -> None:
     with pytest.raises(ValueError, match="<stream>:<owner>/<name>"):
-        store.advance_watermark(name, T0)
+        Watermarks(store).advance(name, T0)
     with pytest.raises(ValueError, match="<stream>:<owner>/<name>"):
-        store.get_watermark(name)
+        Watermarks(store).get(name)
 
 
 def test_rows_in_another_iso_form_compare_as_instants(store: SqliteStore) -> None:
     # 10:00+01:00 is 09:00Z. As strings it sorts after 09:30Z; as a time it is before.
     put_raw(store, KEY, "2026-11-02T10:00:00+01:00")
-    assert store.get_watermark(KEY) == T0
-    assert store.advance_watermark(KEY, T0 + timedelta(minutes=30)) == T0 + timedelta(minutes=30)
+    assert Watermarks(store).get(KEY) == T0
+    assert Watermarks(store).advance(KEY, T0 + timedelta(minutes=30)) == T0 + timedelta(minutes=30)
     put_raw(store, KEY, "2026-11-02T09:45:00Z")
-    assert store.advance_watermark(KEY, T0) == T0 + timedelta(minutes=45)
+    assert Watermarks(store).advance(KEY, T0) == T0 + timedelta(minutes=45)
 
 
 def test_a_watermark_survives_a_restart(tmp_path: Path) -> None:
     with SqliteStore(tmp_path / "s.db") as store:
-        store.advance_watermark(KEY, T0)
+        Watermarks(store).advance(KEY, T0)
     with SqliteStore(tmp_path / "s.db") as store:
-        assert store.get_watermark(KEY) == T0
-        assert store.advance_watermark(KEY, T0 - timedelta(hours=1)) == T0
+        assert Watermarks(store).get(KEY) == T0
+        assert Watermarks(store).advance(KEY, T0 - timedelta(hours=1)) == T0
 
 
 # -- adoption of unqualified rows -----------------------------------------------------------
@@ -113,46 +114,46 @@ def test_legacy_rows_are_adopted_once_and_deleted(store: SqliteStore) -> None:
     put_raw(store, "pull_requests", to_db_time(T0))
     put_raw(store, "comments", "2026-11-02T09:05:00Z")
 
-    assert store.adopt_legacy_watermarks("o/r") is True
+    assert Watermarks(store).adopt_legacy("o/r") is True
     assert names(store) == {
         "pull_requests:o/r": to_db_time(T0),
         "comments:o/r": to_db_time(T0 + timedelta(minutes=5)),
     }
-    assert store.adopt_legacy_watermarks("o/r") is False
+    assert Watermarks(store).adopt_legacy("o/r") is False
 
     # A second repository later pointed at the same store inherits nothing.
-    assert store.adopt_legacy_watermarks("o/second") is False
-    assert store.get_watermark("pull_requests:o/second") is None
-    assert store.get_watermark("comments:o/second") is None
+    assert Watermarks(store).adopt_legacy("o/second") is False
+    assert Watermarks(store).get("pull_requests:o/second") is None
+    assert Watermarks(store).get("comments:o/second") is None
 
 
 def test_adoption_keeps_the_later_of_legacy_and_qualified(store: SqliteStore) -> None:
     put_raw(store, "pull_requests", to_db_time(T0))
     put_raw(store, "comments", to_db_time(T0))
-    store.advance_watermark("pull_requests:o/r", T0 + timedelta(hours=1))  # later: kept
-    store.advance_watermark("comments:o/r", T0 - timedelta(hours=1))  # earlier: replaced
+    Watermarks(store).advance("pull_requests:o/r", T0 + timedelta(hours=1))  # later: kept
+    Watermarks(store).advance("comments:o/r", T0 - timedelta(hours=1))  # earlier: replaced
 
-    assert store.adopt_legacy_watermarks("o/r") is True
-    assert store.get_watermark("pull_requests:o/r") == T0 + timedelta(hours=1)
-    assert store.get_watermark("comments:o/r") == T0
+    assert Watermarks(store).adopt_legacy("o/r") is True
+    assert Watermarks(store).get("pull_requests:o/r") == T0 + timedelta(hours=1)
+    assert Watermarks(store).get("comments:o/r") == T0
     assert set(names(store)) == {"pull_requests:o/r", "comments:o/r"}
 
 
 def test_adoption_of_one_stream_only(store: SqliteStore) -> None:
     put_raw(store, "comments", to_db_time(T0))
-    assert store.adopt_legacy_watermarks("o/r") is True
+    assert Watermarks(store).adopt_legacy("o/r") is True
     assert names(store) == {"comments:o/r": to_db_time(T0)}
 
 
 def test_nothing_to_adopt_on_a_fresh_store(store: SqliteStore) -> None:
-    assert store.adopt_legacy_watermarks("o/r") is False
+    assert Watermarks(store).adopt_legacy("o/r") is False
     assert names(store) == {}
 
 
 def test_adoption_validates_the_repository(store: SqliteStore) -> None:
     put_raw(store, "comments", to_db_time(T0))
     with pytest.raises(ValueError, match="owner/name"):
-        store.adopt_legacy_watermarks("not-a-repo")
+        Watermarks(store).adopt_legacy("not-a-repo")
     assert names(store) == {"comments": to_db_time(T0)}
 
 
@@ -160,7 +161,7 @@ def test_adoption_is_all_or_nothing(store: SqliteStore) -> None:
     put_raw(store, "pull_requests", to_db_time(T0))
     put_raw(store, "comments", "garbage")  # unreadable: the whole adoption must roll back
     with pytest.raises(ValueError):
-        store.adopt_legacy_watermarks("o/r")
+        Watermarks(store).adopt_legacy("o/r")
     assert names(store) == {"pull_requests": to_db_time(T0), "comments": "garbage"}
 
 
@@ -180,11 +181,11 @@ def advance_many(store: SqliteStore, offsets: list[int]) -> list[str]:
     previous = None
     for offset in offsets:
         offered = T0 + timedelta(seconds=offset)
-        in_force = store.advance_watermark(KEY, offered)
+        in_force = Watermarks(store).advance(KEY, offered)
         assert in_force >= offered
         if previous is not None:
             assert in_force >= previous, (in_force, previous)
-        now_stored = store.get_watermark(KEY)
+        now_stored = Watermarks(store).get(KEY)
         assert now_stored is not None
         assert now_stored >= in_force
         previous = now_stored
@@ -242,7 +243,7 @@ def test_threads_never_move_a_watermark_backwards(tmp_path: Path) -> None:
         assert errors == []
         assert backwards == []
         top = T0 + timedelta(seconds=max(max(p) for p in plans))
-        assert shared.get_watermark(KEY) == top
+        assert Watermarks(shared).get(KEY) == top
     finally:
         for s in (shared, *own):
             s.close()
@@ -277,5 +278,5 @@ def test_processes_never_move_a_watermark_backwards(tmp_path: Path) -> None:
         assert seen == sorted(seen)
     top = T0 + timedelta(seconds=max(max(p) for p in plans))
     with SqliteStore(path) as store:
-        assert store.get_watermark(KEY) == top
+        assert Watermarks(store).get(KEY) == top
     assert max(from_db_time(s) for seen in results for s in seen) == top

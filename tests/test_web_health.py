@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from service.health import DEGRADED, FAILING, NOT_RUNNING, OK, STALE_INTERVALS, Health
-from service.store import HEAD_VERSION, SqliteStore
+from service.storage import HEAD_VERSION, SqliteStore
 from tests.test_web_webhook import NOW, Env, open_env
 
 INTERVAL = timedelta(seconds=300)

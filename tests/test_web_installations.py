@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from service.store import to_db_time
+from service.storage import to_db_time
 from service.web import InstallationChange
 from tests.test_web_webhook import NOW, Env, open_env
 

@@ -28,9 +28,9 @@ from service.budget import Governor
 from service.config import Config, load_config
 from service.github.webhooks import sign
 from service.health import Health
-from service.ingest import AgentComments
-from service.queue import ReviewQueue
-from service.store import SqliteStore, to_db_time
+from service.storage import SqliteStore, to_db_time
+from service.storage.agent_comments import AgentComments
+from service.storage.queue import ReviewQueue
 from service.triggers import TriggerContext
 from service.web import InstallationChange, create_app
 from tests import payloads as p

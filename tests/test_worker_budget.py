@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from service.engine.base import EngineRequest, EngineResult
-from service.store import to_db_time
+from service.storage import to_db_time
 from tests.worker_helpers import Sim, build_sim, close_sim
 
 

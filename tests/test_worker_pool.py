@@ -16,8 +16,8 @@ from service.budget import WINDOWS, Governor, Usage, limit_of
 from service.engine.base import EngineRequest, EngineResult, unknown_usage
 from service.health import Health
 from service.jobs import Job
-from service.queue import Claim, ReviewQueue
-from service.store import SqliteStore, to_db_time
+from service.storage import SqliteStore, to_db_time
+from service.storage.queue import Claim, ReviewQueue
 from service.worker import WorkerPool, owner_id
 from tests.worker_helpers import REPO, Sim, budget, build_sim, close_sim, files_under
 

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from service.queue import Claim
-from service.store import SqliteStore
+from service.jobs import Job
+from service.storage import SqliteStore
+from service.storage.queue import Claim, Lease
 from service.worker import Checkouts, GitError, GitRunner, fit, load_estimator, select
 from service.worker.checkout import (
     auth_header,
@@ -204,11 +205,11 @@ def test_outcomes() -> None:
 
 def _claim(**fields: Any) -> Claim:
     base: dict[str, Any] = {
-        "dedupe_key": "k", "kind": "mention", "repo": "o/r", "pr_number": 7, "head_sha": None,
-        "actor_id": 1, "attempts": 1, "enqueued_at": T0, "leased_until": T0, "owner": "h:1:0",
-        "comment_id": 55, "comment_source": "issue", "command": "review"}
+        "kind": "mention", "repo": "o/r", "pr_number": 7, "head_sha": None,
+        "actor_id": 1, "comment_id": 55, "comment_source": "issue", "command": "review"}
     base.update(fields)
-    return Claim(**base)
+    return Claim(dedupe_key="k", job=Job(**base), enqueued_at=T0,
+                 lease=Lease(owner="h:1:0", until=T0, attempt=1))
 
 
 def test_the_ack_goes_on_the_comment_or_the_pull_request() -> None:

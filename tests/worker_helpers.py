@@ -15,9 +15,9 @@ from service.config import BudgetConfig
 from service.engine.base import Assessment, Description, EngineRequest, EngineResult, Finding
 from service.github import AppJWT, GitHubClient
 from service.jobs import Job
-from service.queue import Claim, ReviewQueue
 from service.secret import Secret
-from service.store import SqliteStore
+from service.storage import SqliteStore
+from service.storage.queue import Claim, ReviewQueue
 from service.worker import (
     Checkouts,
     GitHubAck,

@@ -32,7 +32,6 @@ from service.budget.limits import PACER_EXEMPT
 from service.budget.snapshot import BreakerView, PolicyView, Snapshot
 from service.budget.usage import CONFIDENCES, STOP_REASONS, Confidence, Usage
 from service.budget.windows import (
-    _WINDOW,
     DAILY,
     SESSION,
     WEEKLY,
@@ -42,7 +41,6 @@ from service.budget.windows import (
     limit_of,
     measure,
     tightest,
-    window_params,
 )
 
 __all__ = [
@@ -56,7 +54,6 @@ __all__ = [
     "STOP_REASONS",
     "WEEKLY",
     "WINDOWS",
-    "_WINDOW",
     "BreakerState",
     "BreakerView",
     "Confidence",
@@ -75,5 +72,4 @@ __all__ = [
     "mode_for",
     "read_breaker",
     "tightest",
-    "window_params",
 ]

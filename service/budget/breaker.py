@@ -22,7 +22,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -31,7 +30,8 @@ from typing import Final
 
 from service.budget.windows import WindowState, measure
 from service.config import BudgetConfig
-from service.store import from_db_time, to_db_time
+from service.storage import Transaction, budget_state
+from service.storage.times import from_db_time, to_db_time
 
 #: How long the breaker stays tripped when the engine did not say when the limit resets:
 #: the plan's session window, the shortest of its limits and the usual one to hit.
@@ -52,11 +52,6 @@ LAST_TRIP_AT: Final = "last_trip_at"
 RECENT_TRIPS: Final = "recent_trips"
 KEYS: Final = (CALIBRATED_PCT, TRIPPED_UNTIL, LAST_TRIP_AT, RECENT_TRIPS)
 
-_READ = "SELECT key, value FROM budget_state WHERE key IN (" + ", ".join(
-    f"'{k}'" for k in KEYS) + ")"
-_WRITE = ("INSERT INTO budget_state (key, value) VALUES (?, ?)"
-          " ON CONFLICT (key) DO UPDATE SET value = excluded.value")
-_RESET = "DELETE FROM budget_state WHERE key IN (" + ", ".join(f"'{k}'" for k in KEYS) + ")"
 
 
 class BreakerStateError(ValueError):
@@ -109,13 +104,13 @@ def _parse_time(key: str, value: str) -> datetime:
             "`pr-review-agent budget --reset-calibration` clears it") from None
 
 
-def read_breaker(conn: sqlite3.Connection) -> BreakerState:
+def read_breaker(conn: Transaction) -> BreakerState:
     """The breaker's state from ``budget_state`` (one indexed read of four keys).
 
     A value that cannot be read raises ``BreakerStateError`` rather than being guessed
     at: an admit that fails admits nothing, which is the safe direction.
     """
-    values = {str(k): str(v) for k, v in conn.execute(_READ)}
+    values = budget_state.read_state(conn, KEYS)
     if not values:
         return BreakerState()
     pct = values.get(CALIBRATED_PCT, "100")
@@ -171,7 +166,7 @@ def tripped_state(state: BreakerState, *, now: datetime, resets_at: datetime | N
                         trips=recent)
 
 
-def record_trip(conn: sqlite3.Connection, *, now: datetime, resets_at: datetime | None,
+def record_trip(conn: Transaction, *, now: datetime, resets_at: datetime | None,
                 config: BudgetConfig) -> tuple[int, BreakerState, bool]:
     """Trip the breaker at ``now`` through ``conn``.
 
@@ -192,7 +187,7 @@ def record_trip(conn: sqlite3.Connection, *, now: datetime, resets_at: datetime 
     return current, new, fresh
 
 
-def write_breaker(conn: sqlite3.Connection, state: BreakerState) -> None:
+def write_breaker(conn: Transaction, state: BreakerState) -> None:
     """Store ``state`` (every key it has a value for) through ``conn``."""
     rows = [(CALIBRATED_PCT, str(state.calibrated_pct)),
             (RECENT_TRIPS, json.dumps([to_db_time(t) for t in state.trips]))]
@@ -200,9 +195,9 @@ def write_breaker(conn: sqlite3.Connection, state: BreakerState) -> None:
         rows.append((TRIPPED_UNTIL, to_db_time(state.tripped_until)))
     if state.last_trip_at is not None:
         rows.append((LAST_TRIP_AT, to_db_time(state.last_trip_at)))
-    conn.executemany(_WRITE, rows)
+    budget_state.write_state(conn, rows)
 
 
-def reset_breaker(conn: sqlite3.Connection) -> int:
+def reset_breaker(conn: Transaction) -> int:
     """Forget every trip and the calibration (back to 100 %, untripped); rows deleted."""
-    return conn.execute(_RESET).rowcount
+    return budget_state.delete_state(conn, KEYS)

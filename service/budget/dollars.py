@@ -17,33 +17,17 @@ until then. Money is counted in whole micro-dollars, so comparisons are exact in
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
-from service.budget.windows import charge_since, window_params
 from service.config import DEFAULT_USD_PER_MILLION_TOKENS, BudgetConfig
+from service.storage import Transaction, ledger
 
 MONTH: Final = timedelta(days=30)
 MIN_PRICED_RUNS: Final = 5
 MICRO: Final = 1_000_000
 MONTHLY: Final = "monthly"
-
-# Reported costs since a start, in the shape of the token window query: the whole hours
-# from ledger_cost_hours (kept by triggers, migration 26) plus the raw rows of the first,
-# partial hour. Rounded to micro-dollars exactly as the triggers round them.
-_COSTS = """
-SELECT h.m + p.m, h.t + p.t, h.r + p.r FROM
-  (SELECT COALESCE(SUM(micro_usd), 0) AS m, COALESCE(SUM(tokens), 0) AS t,
-          COALESCE(SUM(runs), 0) AS r
-     FROM ledger_cost_hours WHERE hour > :start_hour) AS h,
-  (SELECT COALESCE(SUM(CAST(round(cost_usd * 1000000) AS INTEGER)), 0) AS m,
-          COALESCE(SUM(COALESCE(used_tokens, reserved_tokens)), 0) AS t, COUNT(*) AS r
-     FROM ledger WHERE reserved_at > :start AND reserved_at < :next_hour
-      AND cost_usd IS NOT NULL) AS p
-"""
-
 
 @dataclass(frozen=True)
 class Costs:
@@ -54,9 +38,9 @@ class Costs:
     runs: int
 
 
-def costs_since(conn: sqlite3.Connection, start: datetime) -> Costs:
-    m, t, r = conn.execute(_COSTS, window_params(start)).fetchone()
-    return Costs(micro_usd=int(m), tokens=int(t), runs=int(r))
+def costs_since(conn: Transaction, start: datetime) -> Costs:
+    m, t, r = ledger.costs_since(conn, start)
+    return Costs(micro_usd=m, tokens=t, runs=r)
 
 
 def usd(micro: int) -> float:
@@ -141,12 +125,12 @@ class DollarWindow:
         }
 
 
-def measure_dollars(conn: sqlite3.Connection, now: datetime, config: BudgetConfig
+def measure_dollars(conn: Transaction, now: datetime, config: BudgetConfig
                     ) -> DollarWindow:
     """The dollar window at ``now``: five indexed reads, whatever the ledger's size."""
     start = now - MONTH
     costs = costs_since(conn, start)
-    charged, reserved, oldest = charge_since(conn, start)
+    charged, reserved, oldest = ledger.window_charge(conn, start)
     rate = rate_from(costs)
     unpriced_tokens = max(0, charged - reserved - costs.tokens)
     limit = config.monthly_usd

@@ -12,7 +12,6 @@ the whole concurrency guarantee, and why a crashed run is never granted an amnes
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,8 +33,9 @@ from service.budget.usage import STOP_REASONS, Usage
 from service.budget.view import View, read_view
 from service.budget.windows import WINDOWS, ActorCharge, tightest
 from service.config import BudgetConfig
-from service.queue import Claim, NothingAdmissible
-from service.store import SqliteStore, StoreClosedError, to_db_time
+from service.storage import STORE_ERRORS, Database, Transaction, ledger
+from service.storage.queue import Claim, NothingAdmissible
+from service.storage.times import to_db_time
 
 log = logging.getLogger(__name__)
 
@@ -43,30 +43,6 @@ RefusalReason = Literal["disabled", "exhausted", "mention_only", "insufficient",
                         "per_actor", "pacer", "monthly_usd"]
 #: Refusals worth a WARNING: nothing at all is being admitted.
 _LOUD: Final = frozenset({"disabled", "exhausted", "breaker", "monthly_usd"})
-
-_CLOSE_PREDECESSOR = """
-UPDATE ledger SET used_tokens = reserved_tokens, usage_confidence = 'unavailable',
-                  stop_reason = 'lost', settled_at = :now
- WHERE dedupe_key = :key AND settled_at IS NULL
-"""
-
-_RESERVE = """
-INSERT INTO ledger (dedupe_key, owner, actor_id, mode, reserved_tokens, reserved_at,
-                    repo, pr_number)
-VALUES (:key, :owner, :actor_id, :mode, :reserved, :now, :repo, :pr_number)
-"""
-
-_SETTLE = """
-UPDATE ledger SET used_tokens = COALESCE(:tokens, reserved_tokens),
-                  usage_confidence = :confidence, engine = :engine, model = :model,
-                  settled_at = :now, stop_reason = :stop_reason,
-                  reviewed_lines = :reviewed_lines, reviewed_since = :reviewed_since,
-                  cost_usd = :cost_usd
- WHERE dedupe_key = :key AND owner = :owner AND settled_at IS NULL
-"""
-
-_MODE_OF = "SELECT mode FROM ledger WHERE dedupe_key = ? AND owner = ? AND settled_at IS NULL"
-
 
 @dataclass(frozen=True)
 class Refusal:
@@ -99,7 +75,7 @@ class Governor:
     publishes; ``clock`` is read only to stamp the row's ``written_at``.
     """
 
-    def __init__(self, store: SqliteStore, config: BudgetConfig, *,
+    def __init__(self, store: Database, config: BudgetConfig, *,
                  authority: str | None = None,
                  clock: Callable[[], datetime] = _system_clock,
                  publish: bool = True) -> None:
@@ -141,7 +117,7 @@ class Governor:
                             replace=True)
                     log.info("republished the shared budget policy",
                              extra={"authority": self.authority})
-        except (sqlite3.Error, StoreClosedError) as exc:
+        except STORE_ERRORS as exc:
             log.error("could not republish the shared budget policy; the row in force "
                       "stays: %s", exc, extra={"authority": self.authority})
 
@@ -159,12 +135,11 @@ class Governor:
                     "published the shared budget policy",
                     extra={"authority": self.authority, "replaced": replace_row})
 
-    def _view(self, conn: sqlite3.Connection, now: datetime, local: BudgetConfig
+    def _view(self, conn: Transaction, now: datetime, local: BudgetConfig
               ) -> tuple[tuple[object, ...], View]:
-        # Valid only while nothing has written the store: not this connection
-        # (total_changes) and not any other (data_version moves on another's commit).
-        (data_version,) = conn.execute("PRAGMA data_version").fetchone()
-        key = (conn, data_version, conn.total_changes, now, local)
+        # Valid only while nothing has written the store, through this transaction or
+        # any other: the store's change marker moves on every write.
+        key = (self._store.change_marker(conn), now, local)
         memo = self._memo  # one read: several threads may share this governor
         if memo is not None and memo[0] == key:
             return key, memo[1]
@@ -175,7 +150,7 @@ class Governor:
 
     # -- inside the claim -------------------------------------------------------------------
 
-    def admit(self, conn: sqlite3.Connection, claim: Claim, now: datetime) -> bool:
+    def admit(self, conn: Transaction, claim: Claim, now: datetime) -> bool:
         """Reserve ``max_run_tokens`` for ``claim`` in the claim's transaction, or refuse.
 
         Raises ``NothingAdmissible`` when nothing could be admitted at ``now`` whatever
@@ -225,34 +200,30 @@ class Governor:
         self._reserve(conn, claim, now, mode, config)
         return True
 
-    def close_lapsed(self, conn: sqlite3.Connection, keys: Sequence[str],
+    def close_lapsed(self, conn: Transaction, keys: Sequence[str],
                      now: datetime) -> None:
         """Close the open reservations of rows whose worker died (``ReviewQueue.claim``'s
         ``lapsed`` hook) as ``lost``, charged in full: nobody can say what they spent."""
-        stamp = to_db_time(now)
         for key in keys:
-            if conn.execute(_CLOSE_PREDECESSOR, {"key": key, "now": stamp}).rowcount:
+            if ledger.lose(conn, key, now):
                 log.warning("closed the reservation of a lapsed lease as lost",
                             extra={"dedupe_key": key})
         self._memo = None
 
-    def _reserve(self, conn: sqlite3.Connection, claim: Claim, now: datetime, mode: Mode,
+    def _reserve(self, conn: Transaction, claim: Claim, now: datetime, mode: Mode,
                  config: BudgetConfig) -> None:
-        stamp = to_db_time(now)
-        lost = conn.execute(_CLOSE_PREDECESSOR, {"key": claim.dedupe_key, "now": stamp}).rowcount
-        if lost:
+        if ledger.lose(conn, claim.dedupe_key, now):
             log.warning("closed a predecessor reservation as lost",
                         extra={"dedupe_key": claim.dedupe_key, "attempt": claim.attempts,
                                "owner": claim.owner})
-        conn.execute(_RESERVE, {
-            "key": claim.dedupe_key, "owner": claim.owner, "actor_id": claim.actor_id,
-            "mode": mode.value, "reserved": config.max_run_tokens, "now": stamp,
-            "repo": claim.repo, "pr_number": claim.pr_number,
-        })
+        ledger.reserve(conn, ledger.Reservation(
+            dedupe_key=claim.dedupe_key, owner=claim.owner, actor_id=claim.actor_id,
+            mode=mode.value, tokens=config.max_run_tokens, repo=claim.repo,
+            pr_number=claim.pr_number), now)
         self._memo = None
         self.refusals.pop(claim.dedupe_key, None)
 
-    def _per_actor(self, conn: sqlite3.Connection, key: tuple[object, ...], claim: Claim,
+    def _per_actor(self, conn: Transaction, key: tuple[object, ...], claim: Claim,
                    now: datetime, view: View) -> ActorCharge | None:
         # One person's charge is the same for each of their candidates in one walk.
         memo = self._actor_memo
@@ -293,23 +264,22 @@ class Governor:
 
     # -- after the run ----------------------------------------------------------------------
 
-    def mode_of(self, claim: Claim, *, conn: sqlite3.Connection | None = None) -> Mode:
+    def mode_of(self, claim: Claim, *, conn: Transaction | None = None) -> Mode:
         """The rung ``claim``'s open reservation was admitted under.
 
         The worker asks this right after the claim to build the engine request:
         ``EngineRequest.mode = governor.mode_of(claim).engine_mode``. ``LookupError``
         when ``claim.owner`` holds no open reservation for it (the lease was lost).
         """
-        params = (claim.dedupe_key, claim.owner)
         if conn is None:
             with self._store.read() as own:
-                row = own.execute(_MODE_OF, params).fetchone()
+                mode = ledger.open_mode(own, claim.dedupe_key, claim.owner)
         else:
-            row = conn.execute(_MODE_OF, params).fetchone()
-        if row is None:
+            mode = ledger.open_mode(conn, claim.dedupe_key, claim.owner)
+        if mode is None:
             raise LookupError(f"no open reservation for {claim.dedupe_key} held by "
                               f"{claim.owner}")
-        return Mode(str(row[0]))
+        return Mode(mode)
 
     def settle(
         self,
@@ -320,7 +290,7 @@ class Governor:
         stop_reason: str = "completed",
         reviewed_lines: int | None = None,
         reviewed_since: str | None = None,
-        conn: sqlite3.Connection | None = None,
+        conn: Transaction | None = None,
         resets_at: datetime | None = None,
     ) -> bool:
         """Record what the run cost on the open reservation ``(dedupe_key, owner)``.
@@ -339,16 +309,14 @@ class Governor:
         if resets_at is not None and stop_reason != "usage_limit":
             raise ValueError("resets_at is only meaningful with stop_reason 'usage_limit'")
         _aware("resets_at", resets_at)
-        params = {
-            "key": claim.dedupe_key, "owner": claim.owner, "tokens": usage.tokens,
-            "confidence": usage.confidence, "engine": usage.engine, "model": usage.model,
-            "now": to_db_time(now), "stop_reason": stop_reason,
-            "reviewed_lines": reviewed_lines, "reviewed_since": reviewed_since,
-            "cost_usd": None if usage.cost_usd is None else float(usage.cost_usd),
-        }
+        settlement = ledger.Settlement(
+            tokens=usage.tokens, confidence=usage.confidence, engine=usage.engine,
+            model=usage.model, stop_reason=stop_reason, reviewed_lines=reviewed_lines,
+            reviewed_since=reviewed_since,
+            cost_usd=None if usage.cost_usd is None else float(usage.cost_usd))
 
-        def run(c: sqlite3.Connection) -> int:
-            settled = int(c.execute(_SETTLE, params).rowcount)
+        def run(c: Transaction) -> bool:
+            settled = ledger.settle(c, claim.dedupe_key, claim.owner, settlement, now)
             if stop_reason == "usage_limit":
                 self._trip(c, now=now, resets_at=resets_at)
             return settled
@@ -358,16 +326,16 @@ class Governor:
                 settled = run(own)
         else:
             settled = run(conn)
-        if settled != 1:
+        if not settled:
             log.warning("no open reservation to settle",
                         extra={"dedupe_key": claim.dedupe_key, "owner": claim.owner,
                                "attempt": claim.attempts})
-        return settled == 1
+        return settled
 
     # -- the circuit breaker ----------------------------------------------------------------
 
     def trip(self, *, now: datetime, resets_at: datetime | None = None,
-             conn: sqlite3.Connection | None = None) -> BreakerState:
+             conn: Transaction | None = None) -> BreakerState:
         """Reality refused (a run ended ``usage_limit``): admit nothing until ``resets_at``
         (or ``DEFAULT_TRIP`` from now), and calibrate the limits down. Returns the new state.
 
@@ -380,7 +348,7 @@ class Governor:
                 return self._trip(own, now=now, resets_at=resets_at)
         return self._trip(conn, now=now, resets_at=resets_at)
 
-    def _trip(self, conn: sqlite3.Connection, *, now: datetime, resets_at: datetime | None
+    def _trip(self, conn: Transaction, *, now: datetime, resets_at: datetime | None
               ) -> BreakerState:
         _aware("now", now)
         _aware("resets_at", resets_at)
@@ -399,7 +367,7 @@ class Governor:
                                "calibrated_pct": after.calibrated_pct})
         return after
 
-    def reset_calibration(self, *, conn: sqlite3.Connection | None = None) -> None:
+    def reset_calibration(self, *, conn: Transaction | None = None) -> None:
         """Forget every trip: back to 100 %, untripped (``budget --reset-calibration``)."""
         if conn is None:
             with self._store.transaction() as own:

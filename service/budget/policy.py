@@ -15,27 +15,20 @@ import dataclasses
 import json
 import logging
 import socket
-import sqlite3
 import threading
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
 from service.config import BudgetConfig
-from service.store import from_db_time, to_db_time
+from service.storage import Transaction, budget_state
+from service.storage.times import from_db_time
 
 log = logging.getLogger(__name__)
 
 SHARED_FIELDS: Final = (
     "enabled", "session_tokens", "weekly_tokens", "max_run_tokens", "reviewer_share_pct",
 )
-
-_READ = "SELECT authority_repo, policy, written_at FROM budget_policy WHERE id = 1"
-_INSERT = ("INSERT INTO budget_policy (id, authority_repo, policy, written_at)"
-           " VALUES (1, :authority, :policy, :written_at)")
-_PUBLISH_IF_ABSENT = _INSERT + " ON CONFLICT (id) DO NOTHING"
-_REPLACE = _INSERT + (" ON CONFLICT (id) DO UPDATE SET authority_repo = excluded.authority_repo,"
-                      " policy = excluded.policy, written_at = excluded.written_at")
 
 
 def default_authority() -> str:
@@ -94,16 +87,16 @@ class Policy:
         return self.fields is not None and self.fields != shared_of(local)
 
 
-def read_policy(conn: sqlite3.Connection) -> Policy | None:
+def read_policy(conn: Transaction) -> Policy | None:
     """The row, or None when no process has published one yet.
 
     A row that cannot be read (edited by hand) comes back with ``fields=None`` and an
     ``error``: the caller then keeps its own, validated config rather than guessing.
     """
-    row = conn.execute(_READ).fetchone()
+    row = budget_state.read_policy(conn)
     if row is None:
         return None
-    authority, text, written_at = str(row[0]), str(row[1]), str(row[2])
+    authority, text, written_at = row.authority, row.policy, row.written_at
     fields: dict[str, object] | None = None
     error: str | None = None
     try:
@@ -123,15 +116,14 @@ def read_policy(conn: sqlite3.Connection) -> Policy | None:
                   error=error)
 
 
-def publish(conn: sqlite3.Connection, config: BudgetConfig, *, authority: str,
+def publish(conn: Transaction, config: BudgetConfig, *, authority: str,
             now: datetime, replace: bool) -> bool:
     """Write ``config``'s shared fields as the policy; True if the row was written.
 
     ``replace=False`` writes only when no row exists (the first process to start wins).
     """
-    params = {"authority": authority, "policy": policy_text(config),
-              "written_at": to_db_time(now)}
-    return conn.execute(_REPLACE if replace else _PUBLISH_IF_ABSENT, params).rowcount == 1
+    return budget_state.publish_policy(conn, authority=authority, policy=policy_text(config),
+                                       now=now, replace=replace)
 
 
 class DisagreementLog:

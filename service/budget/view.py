@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -12,6 +11,7 @@ from service.budget.ladder import Gauge
 from service.budget.policy import Policy, read_policy
 from service.budget.windows import WindowState, measure
 from service.config import BudgetConfig
+from service.storage import Transaction
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class View:
         return (*self.windows, dollars)
 
 
-def read_view(conn: sqlite3.Connection, now: datetime, local: BudgetConfig, *,
+def read_view(conn: Transaction, now: datetime, local: BudgetConfig, *,
               dollars: bool) -> View:
     """The view at ``now`` through ``conn``: policy row, breaker, windows, and (when
     ``dollars``) the dollar window. Indexed reads only; nothing here grows with the ledger."""

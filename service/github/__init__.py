@@ -1,6 +1,7 @@
 """The GitHub edge: App authentication, the REST client, and webhook verification.
 
-- ``auth``: the App JWT, cached single-flight installation tokens, installation lookups.
+- ``auth``: the App JWT and cached single-flight installation tokens; ``actors``: who a
+  call is made as; ``installations``: the App's own REST calls and their shapes.
 - ``client``: ``GitHubClient``, the one way the service talks to GitHub's REST API.
 - ``webhooks``: signature checks and body parsing for deliveries (pure).
 - ``errors``: the typed failures a caller acts on.
@@ -10,20 +11,13 @@
 See docs/GITHUB.md.
 """
 
+from service.github.actors import APP, Actor
 from service.github.auth import (
-    APP,
-    Actor,
     AppJWT,
     AppKeyError,
-    Installation,
     InstallationToken,
     InstallationTokens,
-    Repository,
-    find_repository_installation,
-    list_installation_repositories,
-    list_installations,
     make_app_jwt,
-    mint_installation_token,
 )
 from service.github.client import DIFF_MEDIA, JSON_MEDIA, GitHubClient, TokenSource
 from service.github.conditional import ConditionalResult, ConditionalStats
@@ -36,6 +30,14 @@ from service.github.errors import (
     ServerError,
     Unauthorized,
     Unprocessable,
+)
+from service.github.installations import (
+    Installation,
+    Repository,
+    find_repository_installation,
+    list_installation_repositories,
+    list_installations,
+    mint_installation_token,
 )
 from service.github.ratelimit import RateLimit, RetryPolicy
 from service.github.webhooks import (

@@ -1,4 +1,4 @@
-"""GitHub App authentication: the App's JWT, installation tokens, and finding installations.
+"""GitHub App authentication: the App's JWT and installation tokens (pure of REST calls).
 
 Two credentials exist (reference GITHUB-PLATFORM.md §3):
 
@@ -18,29 +18,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Final
 
 import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 
+from service.github.actors import APP, Actor, Clock
 from service.github.errors import GitHubError
-from service.github.urls import repo_path
 from service.secret import Secret
 
-if TYPE_CHECKING:
-    from service.github.client import GitHubClient
+__all__ = ["APP", "JWT_BACKDATE", "JWT_LIFETIME", "REFRESH_MARGIN", "Actor", "AppJWT",
+           "AppKeyError", "Clock", "InstallationToken", "InstallationTokens",
+           "load_private_key", "make_app_jwt", "parse_token_response"]
 
 log = logging.getLogger(__name__)
-
-APP: Final = "app"
-"""Pass as the ``actor`` of a client call to authenticate as the App itself (JWT)."""
-
-Actor = int | Literal["app"]
-Clock = Callable[[], datetime]
 
 JWT_BACKDATE: Final = timedelta(seconds=60)
 JWT_LIFETIME: Final = timedelta(minutes=9)
@@ -253,101 +248,3 @@ class InstallationTokens:
                 "dropped a refused installation token",
                 extra={"installation_id": installation_id},
             )
-
-
-async def mint_installation_token(client: GitHubClient, installation_id: int) -> InstallationToken:
-    """``POST /app/installations/{id}/access_tokens`` as the App, parsed and checked."""
-    data = await client.post_json(
-        APP, f"/app/installations/{int(installation_id)}/access_tokens", idempotent=True
-    )
-    return parse_token_response(installation_id, data)
-
-
-@dataclass(frozen=True)
-class Installation:
-    """An installation of the App on an account (from ``GET /app/installations``)."""
-
-    id: int
-    account: str
-    account_type: str
-    repository_selection: str
-    suspended: bool
-
-
-@dataclass(frozen=True)
-class Repository:
-    """A repository an installation can access (from ``GET /installation/repositories``)."""
-
-    id: int
-    full_name: str
-    private: bool
-    archived: bool
-
-    @property
-    def owner(self) -> str:
-        return self.full_name.split("/", 1)[0]
-
-    @property
-    def name(self) -> str:
-        return self.full_name.split("/", 1)[1]
-
-
-def _field(data: Mapping[str, Any], key: str, kind: type[Any], what: str) -> Any:
-    value = data.get(key)
-    # bool is an int in Python; an id of ``true`` is a malformed response, not id 1.
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        raise GitHubError(f"{what}: field {key!r} missing or of the wrong type")
-    return value
-
-
-def parse_installation(data: object) -> Installation:
-    if not isinstance(data, Mapping):
-        raise GitHubError("installation entry is not a JSON object")
-    account = data.get("account")
-    account_map: Mapping[str, Any] = account if isinstance(account, Mapping) else {}
-    return Installation(
-        id=_field(data, "id", int, "installation"),
-        account=str(account_map.get("login", "")),
-        account_type=str(account_map.get("type", data.get("target_type", ""))),
-        repository_selection=str(data.get("repository_selection", "")),
-        suspended=data.get("suspended_at") is not None,
-    )
-
-
-def parse_repository(data: object) -> Repository:
-    if not isinstance(data, Mapping):
-        raise GitHubError("repository entry is not a JSON object")
-    full_name = _field(data, "full_name", str, "repository")
-    if full_name.count("/") != 1:
-        raise GitHubError("repository: full_name is not owner/name")
-    return Repository(
-        id=_field(data, "id", int, "repository"),
-        full_name=full_name,
-        private=bool(data.get("private", False)),
-        archived=bool(data.get("archived", False)),
-    )
-
-
-async def find_repository_installation(client: GitHubClient, owner: str, repo: str) -> int:
-    """The installation id of the App on ``owner/repo`` (``NotFound`` when not installed)."""
-    data = await client.get_json(APP, f"{repo_path(owner, repo)}/installation")
-    if not isinstance(data, Mapping):
-        raise GitHubError("repository installation response is not a JSON object")
-    installation_id: int = _field(data, "id", int, "repository installation")
-    return installation_id
-
-
-async def list_installations(client: GitHubClient) -> AsyncIterator[Installation]:
-    """Every installation of the App (``GET /app/installations``, all pages)."""
-    async for item in client.paginate(APP, "/app/installations"):
-        yield parse_installation(item)
-
-
-async def list_installation_repositories(
-    client: GitHubClient, installation_id: int
-) -> AsyncIterator[Repository]:
-    """Every repository one installation can access (installation token, all pages)."""
-    async for item in client.paginate(
-        installation_id, "/installation/repositories", items_key="repositories"
-    ):
-        yield parse_repository(item)

@@ -36,9 +36,11 @@ import httpx
 from service import __version__
 from service.config import GitHubConfig
 from service.etags import ETagCache
-from service.github.auth import Actor, AppJWT, Clock, InstallationTokens, mint_installation_token
+from service.github.actors import Actor, Clock
+from service.github.auth import AppJWT, InstallationTokens
 from service.github.conditional import ConditionalResult, ConditionalStats
 from service.github.errors import GitHubError
+from service.github.installations import mint_installation_token
 from service.github.ratelimit import RateLimit, RetryPolicy
 from service.github.requester import Conditional, Params, Requester, Sleep, TokenSource
 from service.github.urls import normalize_api_base, parse_link_header

@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from service.etags import ETagCache, Validators
-from service.github.auth import APP, Actor, Clock
+from service.github.actors import APP, Actor, Clock
 from service.github.conditional import (
     ConditionalStats,
     cache_key,

@@ -29,7 +29,6 @@ the whole busy timeout, and the event loop also serves webhooks.
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -40,8 +39,10 @@ import anyio.to_thread
 from service.github import GitHubClient
 from service.ingest import Applied, apply_decisions
 from service.jobs import CommentSource
-from service.queue import ReviewQueue
-from service.store import SqliteStore, from_db_time, watermark_key
+from service.storage import Database, Transaction, closures, watermark_key
+from service.storage import queue as queue_table
+from service.storage.queue import ReviewQueue
+from service.storage.watermarks import Watermarks
 from service.triggers import (
     Decision,
     Ignore,
@@ -77,13 +78,6 @@ from .streams import (
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-_PULL_HISTORY = """
-SELECT (SELECT MAX(enqueued_at) FROM queue
-         WHERE repo = :repo AND pr_number = :pr AND kind = 'pr_opened'),
-       (SELECT closed_at FROM closed_pull_requests WHERE repo = :repo AND pr_number = :pr)
-"""
-
 
 def seed_key(stream: str, repo: str) -> str:
     """The watermark row recording where a cold start put ``stream``'s mark on ``repo``
@@ -125,12 +119,13 @@ class RepositoryPoller:
     """
 
     def __init__(
-        self, client: GitHubClient, store: SqliteStore, queue: ReviewQueue,
+        self, client: GitHubClient, store: Database, queue: ReviewQueue,
         ctx: TriggerContext | Callable[[], TriggerContext], *,
         memory: PullMemory | None = None,
     ) -> None:
         self._client = client
         self._store = store
+        self._watermarks = Watermarks(store)
         self._queue = queue
         # A callable is read at each use: the daemon replaces the context once the App's
         # slug is known, and the rules must see the new one at once.
@@ -157,10 +152,10 @@ class RepositoryPoller:
         return await anyio.to_thread.run_sync(func, *args)
 
     async def _watermark(self, key: str) -> datetime | None:
-        return await self._in_thread(self._store.get_watermark, key)
+        return await self._in_thread(self._watermarks.get, key)
 
     async def _advance(self, key: str, at: datetime) -> datetime:
-        return await self._in_thread(self._store.advance_watermark, key, at)
+        return await self._in_thread(self._watermarks.advance, key, at)
 
     async def _boundary(self, key: str, seed: str, mark: datetime) -> Boundary | None:
         """What this process knows was considered at ``mark``'s own second.
@@ -193,7 +188,7 @@ class RepositoryPoller:
         return await self._advance(key, new_mark)
 
     def _apply(
-        self, now: datetime, decide: Callable[[sqlite3.Connection], list[Decision]],
+        self, now: datetime, decide: Callable[[Transaction], list[Decision]],
     ) -> Applied:
         """Decide and apply inside one write transaction (runs in a worker thread)."""
         applied = Applied()
@@ -303,16 +298,15 @@ class RepositoryPoller:
                         "items_seen": len(states)})
         self._finish(key, report, PULL_REQUESTS, stored)
 
-    def _pull_history(self, conn: sqlite3.Connection, repo: str, number: int) -> PullHistory:
-        heads = frozenset(self._queue.known_heads(repo, number))  # joins the transaction
-        last_enqueued, closed_at = conn.execute(
-            _PULL_HISTORY, {"repo": repo, "pr": number}).fetchone()
-        reopened = closed_at is not None and (
-            last_enqueued is None or from_db_time(closed_at) > from_db_time(last_enqueued))
+    def _pull_history(self, conn: Transaction, repo: str, number: int) -> PullHistory:
+        heads = frozenset(queue_table.known_heads(conn, repo, number))
+        last_enqueued = queue_table.last_opened_at(conn, repo, number)
+        closed_at = closures.closed_at(conn, repo, number)
+        reopened = closed_at is not None and (last_enqueued is None or closed_at > last_enqueued)
         return PullHistory(known_heads=heads, reopened=reopened)
 
     def _decide_pulls(
-        self, conn: sqlite3.Connection, repo: str,
+        self, conn: Transaction, repo: str,
         sightings: list[tuple[PullState, Mapping[str, Any]]], mark: datetime,
         boundary: Boundary | None,
     ) -> list[Decision]:

@@ -9,7 +9,7 @@ What ends a cycle, and what ends the loop:
 
 - a GitHub failure (``GitHubError``) fails that repository, is logged, and the cycle goes
   on with the next one; ``RateLimited`` holds the whole installation until GitHub's time;
-- store contention (``service.store.is_contention``: another process holds the write
+- store contention (``service.storage.is_contention``: another process holds the write
   lock past the busy timeout) skips the rest of the cycle with a log line; the next
   cycle repeats the unfinished work, because nothing was advanced;
 - any other error — a store fault, a bug — is logged and re-raised: the loop ends
@@ -32,8 +32,9 @@ import anyio.to_thread
 
 from service.config import Config
 from service.github import GitHubClient, GitHubError, RateLimited
-from service.queue import ReviewQueue
-from service.store import SqliteStore, is_contention
+from service.storage import SqliteStore, is_contention
+from service.storage.queue import ReviewQueue
+from service.storage.watermarks import Watermarks
 from service.triggers import TriggerContext
 
 from .cycle import RepositoryPoller, RepositoryReport
@@ -323,7 +324,7 @@ class Poller:
         match = next((t.repo for t in targets if t.repo.casefold() == wanted), None)
         if match is None:
             return  # not visible yet; try again at the next refresh
-        await anyio.to_thread.run_sync(self._store.adopt_legacy_watermarks, match)
+        await self._store.run(Watermarks(self._store).adopt_legacy, match)
         self._legacy_done = True
 
     # -- the loop ------------------------------------------------------------------------

@@ -25,20 +25,9 @@ from service.github import (
     list_installation_repositories,
     list_installations,
 )
-from service.store import SqliteStore, to_db_time
+from service.storage import Database, repositories
 
 log = logging.getLogger(__name__)
-
-_UPSERT = """
-INSERT INTO repositories (repo, installation_id, added_at, removed_at)
-VALUES (:repo, :installation_id, :now, NULL)
-ON CONFLICT (repo) DO UPDATE SET
-    installation_id = excluded.installation_id,
-    added_at = CASE WHEN repositories.removed_at IS NULL THEN repositories.added_at
-                    ELSE excluded.added_at END,
-    removed_at = NULL
-"""
-
 
 @dataclass(frozen=True, order=True)
 class Target:
@@ -133,22 +122,19 @@ class Recorded:
     removed: list[str]
 
 
-def record_repositories(store: SqliteStore, found: Discovery, now: datetime) -> Recorded:
+def record_repositories(store: Database, found: Discovery, now: datetime) -> Recorded:
     """Bring ``repositories`` up to date with ``found`` in one transaction (blocking)."""
-    stamp = to_db_time(now)
     added: list[str] = []
     removed: list[str] = []
     with store.transaction() as conn:
-        live = {str(repo): int(inst) for repo, inst in conn.execute(
-            "SELECT repo, installation_id FROM repositories WHERE removed_at IS NULL")}
+        live = repositories.live(conn)
         listed: set[str] = set()
         for installation_id, repos in found.repositories.items():
             for found_repo in repos:
                 listed.add(found_repo.full_name)
                 if live.get(found_repo.full_name) != installation_id:
                     added.append(found_repo.full_name)
-                conn.execute(_UPSERT, {"repo": found_repo.full_name,
-                                       "installation_id": installation_id, "now": stamp})
+                repositories.add(conn, found_repo.full_name, installation_id, now)
         for repo, installation_id in live.items():
             # Dropped: its installation was listed and no longer shows it. Gone: its
             # installation is no longer there at all.
@@ -157,8 +143,7 @@ def record_repositories(store: SqliteStore, found: Discovery, now: datetime) -> 
                     and installation_id not in found.installations)
             if repo not in listed and (dropped or gone):
                 removed.append(repo)
-                conn.execute("UPDATE repositories SET removed_at = ? WHERE repo = ?",
-                             (stamp, repo))
+                repositories.remove(conn, repo, now)
     for repo in added:
         log.info("repository recorded", extra={"repo": repo})
     for repo in removed:

@@ -51,8 +51,8 @@ from service.publisher.markers import OUTDATED, has_marker, run_marker, with_des
 from service.publisher.notices import Notices
 from service.publisher.publication import Publication
 from service.publisher.safety import MAX_BODY, github_length
-from service.queue import Claim
-from service.store import SqliteStore
+from service.storage import Database, runs
+from service.storage.queue import Claim
 from service.worker.ports import GitHubAck
 from service.worker.pulls import PullState, read_pull
 from service.worker.record import RecordedRun
@@ -89,7 +89,7 @@ class _Permanent(Exception):
 class GitHubPublisher:
     """Acknowledges claims and publishes recorded runs as the App (module docstring)."""
 
-    def __init__(self, *, store: SqliteStore, github: GitHubClient,
+    def __init__(self, *, store: Database, github: GitHubClient,
                  installations: Callable[[str], Awaitable[int]],
                  clock: Callable[[], datetime], config: Callable[[], PublishConfig],
                  mention: str, bot_login: Callable[[], str | None] = lambda: None,
@@ -135,7 +135,7 @@ class GitHubPublisher:
         except ValueError as exc:
             log.error("the recorded run cannot be published (%s); publish_failed_at stamped",
                       exc, extra={"dedupe_key": key})
-            await self._db(records.record_failure, key, now)
+            await self._db(runs.fail, key, now)
             return PublishResult(key, "failed")
         if pub is None:
             return PublishResult(key, "skipped")
@@ -145,13 +145,13 @@ class GitHubPublisher:
             with anyio.fail_after(ATTEMPT_LIMIT.total_seconds()):
                 return await self._holding(key, self._attempt(pub, extra))
         except (_Permanent, Forbidden, NotFound, Unprocessable) as exc:
-            await self._db(records.record_failure, key, self._clock())
+            await self._db(runs.fail, key, self._clock())
             log.error("GitHub refused the publication; publish_failed_at stamped (clear it "
                       "to offer the run again): %s", exc, extra=extra)
             return PublishResult(key, "failed")
         except (GitHubError, httpx.HTTPError, TimeoutError) as exc:
             if pub.attempts >= MAX_ATTEMPTS:
-                await self._db(records.record_failure, key, self._clock())
+                await self._db(runs.fail, key, self._clock())
                 log.error("publication failed %d times; publish_failed_at stamped: %s",
                           pub.attempts, exc, extra=extra)
                 return PublishResult(key, "failed")
@@ -163,12 +163,12 @@ class GitHubPublisher:
             # again, within the same cap, instead of being retried every minute forever.
             log.exception("publication attempt broke; it will be retried", extra=extra)
             if pub.attempts >= MAX_ATTEMPTS:
-                await self._db(records.record_failure, key, self._clock())
+                await self._db(runs.fail, key, self._clock())
                 return PublishResult(key, "failed")
             return PublishResult(key, "retry")
         finally:
             with anyio.CancelScope(shield=True):
-                await self._db(records.release, key)
+                await self._db(runs.release, key)
 
     async def _holding(self, key: str, attempt: Awaitable[PublishResult]) -> PublishResult:
         """``await attempt``, renewing the run's lease every third of its length meanwhile
@@ -186,7 +186,7 @@ class GitHubPublisher:
             await anyio.sleep(every)
             now = self._clock()
             try:
-                await self._db(records.renew, key, now, now + self._lease)
+                await self._db(runs.renew, key, now, now + self._lease)
             except Exception:  # the store busy for a moment: the next renewal tries again
                 log.warning("could not renew the publication lease", exc_info=True,
                             extra={"dedupe_key": key})
@@ -315,7 +315,7 @@ class GitHubPublisher:
                 raise
             log.warning("GitHub refused an inline anchor (%s); posting once more with every "
                         "finding in the body", exc.message, extra=extra)
-            await self._db(records.count_attempt, pub.dedupe_key)
+            await self._db(runs.count_attempt, pub.dedupe_key)
             post = compose.review(pub, (), pub.findings, phrase=self._phrase, fallback=True)
             data = await self._github.post_json(installation, path, post.payload(pub.head_sha))
         review_id = _id_of(data)

@@ -26,9 +26,8 @@ notice rather than two.
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -41,10 +40,9 @@ from service.github import Forbidden, GitHubClient, GitHubError, NotFound, Unpro
 from service.publisher import lookup
 from service.publisher.compose import Asker, address, their_request
 from service.publisher.markers import notice_marker
-from service.publisher.records import remember
 from service.publisher.safety import MAX_BODY, truncate
-from service.queue import PENDING
-from service.store import SqliteStore, to_db_time
+from service.storage import Database, agent_comments, notices
+from service.storage.notices import Candidate
 from service.triggers import neutralise
 
 log = logging.getLogger(__name__)
@@ -62,46 +60,6 @@ BATCH: Final = 100
 
 _WINDOWS: Final = {"session": "5-hour session", "daily": "24-hour", "weekly": "7-day",
                    "monthly": "30-day dollar"}
-
-_PENDING_MENTIONS = """
-SELECT q.dedupe_key, q.repo, q.pr_number, q.comment_id, q.comment_source, q.command
-  FROM queue q
- WHERE q.status = :pending AND q.kind = 'mention'
-   AND NOT EXISTS (SELECT 1 FROM notices n WHERE n.dedupe_key = q.dedupe_key)
- ORDER BY q.enqueued_at, q.dedupe_key LIMIT :limit
-"""
-
-# Off the ledger_window index: recent rows settled at zero as refused, of a mention, that
-# recorded no run (a run means the engine ran and the publisher answers it).
-_PREFLIGHT = """
-SELECT q.dedupe_key, q.repo, q.pr_number, q.comment_id, q.comment_source, q.command
-  FROM ledger l JOIN queue q ON q.dedupe_key = l.dedupe_key
- WHERE l.reserved_at >= :since AND l.stop_reason = 'refused' AND l.used_tokens = 0
-   AND q.kind = 'mention'
-   AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.dedupe_key = l.dedupe_key)
-   AND NOT EXISTS (SELECT 1 FROM notices n WHERE n.dedupe_key = l.dedupe_key)
- ORDER BY l.reserved_at LIMIT :limit
-"""
-
-_CLAIM = """
-INSERT INTO notices (dedupe_key, kind, comment_id, posted_at) VALUES (:key, :kind, NULL, :now)
-ON CONFLICT (dedupe_key) DO NOTHING
-"""
-_POSTED = "UPDATE notices SET comment_id = :comment_id, posted_at = :now WHERE dedupe_key = :key"
-_UNCLAIM = "DELETE FROM notices WHERE dedupe_key = :key AND comment_id IS NULL"
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A mention that may be owed a notice."""
-
-    dedupe_key: str
-    repo: str
-    pr_number: int
-    comment_id: int | None
-    comment_source: str | None
-    command: str
-
 
 # -- the text (pure) ---------------------------------------------------------------------
 
@@ -182,7 +140,7 @@ def in_force(refusal: Refusal, snapshot: Snapshot, now: datetime) -> bool:
 class Notices:
     """Posts the one notice a trigger may get (see the module docstring)."""
 
-    def __init__(self, *, store: SqliteStore, github: GitHubClient,
+    def __init__(self, *, store: Database, github: GitHubClient,
                  installations: Callable[[str], Awaitable[int]],
                  config: Callable[[], PublishConfig], mention: str,
                  bot_login: Callable[[], str | None] = lambda: None) -> None:
@@ -199,7 +157,7 @@ class Notices:
         if self._config().dry_run:
             return 0
         posted = 0
-        waiting = await self._read(_PENDING_MENTIONS, {"pending": PENDING, "limit": BATCH})
+        waiting = await self._read(notices.pending_mentions, BATCH)
         snapshot: Snapshot | None = None
         for candidate in waiting:
             refusal = self._refusal_for(governor, candidate.dedupe_key)
@@ -211,8 +169,8 @@ class Notices:
                 continue
             posted += await self._notify(candidate, f"budget:{refusal.reason}", now,
                                          self._refusal_notice(candidate, refusal, now))
-        refused = await self._read(_PREFLIGHT, {"since": to_db_time(now - PREFLIGHT_LOOKBACK),
-                                                "limit": BATCH})
+        refused = await self._read(notices.preflight_refusals, now - PREFLIGHT_LOOKBACK,
+                                   BATCH)
         for candidate in refused:
             posted += await self._notify(candidate, "preflight", now,
                                          self._preflight_notice(candidate))
@@ -243,8 +201,7 @@ class Notices:
     async def _notify(self, c: Candidate, kind: str, now: datetime,
                       text: Callable[[Asker | None], str]) -> int:
         extra = {"dedupe_key": c.dedupe_key, "repo": c.repo, "pr": c.pr_number, "kind": kind}
-        if not await self._write(_CLAIM, {"key": c.dedupe_key, "kind": kind,
-                                          "now": to_db_time(now)}):
+        if not await self._write(notices.claim, c.dedupe_key, kind, now):
             return 0
         try:
             installation = await self._installations(c.repo)
@@ -264,12 +221,12 @@ class Notices:
             log.error("GitHub refused the notice; it will not be retried: %s", exc, extra=extra)
             return 0
         except (GitHubError, httpx.HTTPError) as exc:
-            await self._write(_UNCLAIM, {"key": c.dedupe_key})
+            await self._write(notices.unclaim, c.dedupe_key)
             log.warning("notice not posted; retried at the next pass: %s", exc, extra=extra)
             return 0
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await self._write(_UNCLAIM, {"key": c.dedupe_key})
+                await self._write(notices.unclaim, c.dedupe_key)
             raise
         comment_id = int(data["id"])
         await self._posted(c, comment_id, now)
@@ -278,24 +235,20 @@ class Notices:
 
     async def _posted(self, c: Candidate, comment_id: int, now: datetime) -> None:
         def work() -> None:
-            with self._store.transaction() as conn:
-                conn.execute(_POSTED, {"key": c.dedupe_key, "comment_id": comment_id,
-                                       "now": to_db_time(now)})
-                remember(conn, c.repo, (comment_id,), now)
-        await anyio.to_thread.run_sync(work)
+            with self._store.transaction() as tx:
+                notices.posted(tx, c.dedupe_key, comment_id, now)
+                agent_comments.remember(tx, c.repo, (comment_id,), now)
+        await self._store.run(work)
 
-    async def _read(self, sql: str, params: dict[str, Any]) -> list[Candidate]:
+    async def _read(self, query: Callable[..., list[Candidate]], *args: Any
+                    ) -> list[Candidate]:
         def work() -> list[Candidate]:
-            with self._store.read() as conn:
-                return [Candidate(*row) for row in conn.execute(sql, params)]
-        return await anyio.to_thread.run_sync(work)
+            with self._store.read() as tx:
+                return query(tx, *args)
+        return await self._store.run(work)
 
-    async def _write(self, sql: str, params: dict[str, Any]) -> bool:
+    async def _write(self, change: Callable[..., bool], *args: Any) -> bool:
         def work() -> bool:
-            with self._store.transaction() as conn:
-                return _changed(conn.execute(sql, params))
-        return await anyio.to_thread.run_sync(work)
-
-
-def _changed(cursor: sqlite3.Cursor) -> bool:
-    return cursor.rowcount > 0
+            with self._store.transaction() as tx:
+                return change(tx, *args)
+        return await self._store.run(work)

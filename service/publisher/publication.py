@@ -8,18 +8,22 @@ exactly what the first attempt would have.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, get_args
+from typing import Any, Final
 
 from service.budget import Mode
 from service.engine.base import Assessment, Description, Finding
-from service.worker.diff import OmitReason, Omitted
+from service.run_content import (
+    Omitted,
+    parse_assessment,
+    parse_description,
+    parse_findings,
+    parse_omitted,
+)
 
 #: Ledger rungs under which the engine was asked for a reduced review.
 REDUCED_MODES: Final = frozenset(m.value for m in Mode if m.engine_mode == "reduced")
-_OMIT_REASONS: Final = get_args(OmitReason)
 
 
 @dataclass(frozen=True)
@@ -69,87 +73,6 @@ class Publication:
     @property
     def is_describe(self) -> bool:
         return self.command == "describe" or self.description is not None
-
-
-def _loads(text: object, what: str) -> Any:
-    if text is None:
-        return None
-    if not isinstance(text, str):
-        raise ValueError(f"runs.{what} is not text")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"runs.{what} is not valid JSON: {exc.msg}") from exc
-
-
-def parse_findings(text: object) -> tuple[Finding, ...]:
-    """``runs.findings`` as ``Finding`` objects (ValueError when malformed)."""
-    data = _loads(text, "findings")
-    if not isinstance(data, list):
-        raise ValueError("runs.findings is not a JSON array")
-    out: list[Finding] = []
-    for i, item in enumerate(data):
-        if not isinstance(item, Mapping):
-            raise ValueError(f"runs.findings[{i}] is not an object")
-        try:
-            out.append(Finding(
-                path=item["path"], line=item["line"], side=item["side"],
-                start_line=item.get("start_line"), severity=item["severity"],
-                category=item["category"], title=item["title"], body=item["body"]))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"runs.findings[{i}]: {exc}") from exc
-    return tuple(out)
-
-
-def parse_assessment(text: object) -> Assessment | None:
-    data = _loads(text, "assessment")
-    if data is None:
-        return None
-    if not isinstance(data, Mapping):
-        raise ValueError("runs.assessment is not a JSON object")
-    try:
-        return Assessment(summary=data["summary"], risk=data["risk"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"runs.assessment: {exc}") from exc
-
-
-def parse_description(text: object) -> Description | None:
-    data = _loads(text, "description")
-    if data is None:
-        return None
-    if not isinstance(data, Mapping):
-        raise ValueError("runs.description is not a JSON object")
-    try:
-        changes = data.get("changes", [])
-        if not isinstance(changes, list):
-            raise TypeError("changes is not a list")
-        return Description(title=data["title"], summary=data["summary"],
-                           changes=tuple(changes))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"runs.description: {exc}") from exc
-
-
-def parse_omitted(text: object) -> tuple[Omitted, ...]:
-    data = _loads(text, "omitted") or []
-    if not isinstance(data, list):
-        raise ValueError("runs.omitted is not a JSON array")
-    out: list[Omitted] = []
-    for i, item in enumerate(data):
-        if not isinstance(item, Mapping) or not isinstance(item.get("path"), str):
-            raise ValueError(f"runs.omitted[{i}] is not an object with a path")
-        reason = item.get("reason")
-        if reason == "excluded":
-            why: OmitReason = "excluded"
-        elif reason == "max_diff_lines":
-            why = "max_diff_lines"
-        else:
-            raise ValueError(f"runs.omitted[{i}].reason must be one of {_OMIT_REASONS}")
-        lines = item.get("lines", 0)
-        pattern = item.get("pattern")
-        out.append(Omitted(path=item["path"], reason=why,
-                           lines=lines if isinstance(lines, int) else 0,
-                           pattern=pattern if isinstance(pattern, str) else None))
-    return tuple(out)
 
 
 def kind_of(dedupe_key: str) -> str:

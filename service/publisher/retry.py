@@ -18,10 +18,7 @@ import logging
 from datetime import datetime
 from typing import Final, Protocol
 
-import anyio
-
-from service.publisher import records
-from service.store import SqliteStore
+from service.storage import Database, runs
 
 log = logging.getLogger(__name__)
 
@@ -35,15 +32,15 @@ class KeyPublisher(Protocol):
         ...
 
 
-async def pending_keys(store: SqliteStore, now: datetime, limit: int = BATCH) -> list[str]:
+async def pending_keys(store: Database, now: datetime, limit: int = BATCH) -> list[str]:
     """Runs waiting to be published at ``now``, oldest first."""
     def work() -> list[str]:
-        with store.read() as conn:
-            return records.pending(conn, now, limit)
-    return await anyio.to_thread.run_sync(work)
+        with store.read() as tx:
+            return runs.pending(tx, now, limit)
+    return await store.run(work)
 
 
-async def republish_pending(store: SqliteStore, publisher: KeyPublisher, now: datetime, *,
+async def republish_pending(store: Database, publisher: KeyPublisher, now: datetime, *,
                             limit: int = BATCH) -> int:
     """Offer every run still to publish (up to ``limit``) to ``publisher``, one at a
     time (writes are serialised per installation anyway); returns how many were offered.

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -32,14 +31,18 @@ from typing import Any, Final
 
 from service.github.webhooks import PayloadError, parse_body
 from service.ingest import Applied, apply_decisions
-from service.queue import ReviewQueue
-from service.store import (
-    OpenTransaction,
-    SqliteStore,
-    StoreClosedError,
-    is_contention,
-    to_db_time,
+from service.storage import (
+    STORE_ERRORS as _STORE_ERRORS,
 )
+from service.storage import (
+    Database,
+    OpenTransaction,
+    StoreClosedError,
+    Transaction,
+    deliveries,
+    is_contention,
+)
+from service.storage.queue import ReviewQueue
 from service.triggers import Close, Decision, Enqueue, Ignore, TriggerContext, classify_event
 from service.webhook.installations import (
     InstallationChange,
@@ -62,17 +65,11 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 #: What a store outage looks like from here (answered 503 by the receiver).
-STORE_ERRORS: Final = (sqlite3.Error, StoreClosedError, OSError)
+STORE_ERRORS: Final[tuple[type[Exception], ...]] = (*_STORE_ERRORS, OSError)
 #: A batch with a body bigger than this is parsed and written on a worker thread.
 ON_LOOP_BYTES: Final = 256 * 1024
 _MAX_SQL_INT: Final = 2**63 - 1
 
-_SEEN = "SELECT delivery_id FROM deliveries WHERE delivery_id IN ({})"
-_RECORD = (
-    "INSERT INTO deliveries (delivery_id, event, action, installation_id, received_at, outcome)"
-    " VALUES "
-)
-_ROW = "(?, ?, ?, ?, ?, ?)"
 def safe_text(value: object, limit: int = 200) -> str | None:
     """A string fit for a column, a log line or a JSON answer: valid UTF-8, cut to ``limit``."""
     if not isinstance(value, str):
@@ -241,7 +238,7 @@ class DeliveryLog:
     (``store.read()``) reads through it.
     """
 
-    def __init__(self, store: SqliteStore, queue: ReviewQueue,
+    def __init__(self, store: Database, queue: ReviewQueue,
                  triggers: Callable[[], TriggerContext]) -> None:
         self._store = store
         self._queue = queue
@@ -314,7 +311,7 @@ class DeliveryLog:
         with self._store.transaction() as conn:
             return self._write_in(conn, batch)
 
-    def _write_in(self, conn: sqlite3.Connection,
+    def _write_in(self, conn: Transaction,
                   batch: Sequence[tuple[Delivery, datetime]]) -> list[Result]:
         # A few statements per batch, not per delivery: one SELECT for the batch's ids, the
         # queue's few for all its decisions (``apply_decisions``), one INSERT for the rows.
@@ -322,8 +319,7 @@ class DeliveryLog:
         results: list[Result] = []
         recorded: list[tuple[Delivery, datetime, Result]] = []
         triggered: list[tuple[Result, Decision, datetime]] = []
-        seen = {str(row[0]) for row in conn.execute(
-            _SEEN.format(", ".join("?" * len(ids))), ids)}
+        seen = deliveries.seen(conn, ids)
         for delivery, now in batch:
             if delivery.delivery_id in seen:  # recorded before, or earlier in this batch
                 results.append(Result(200, "duplicate", delivery.delivery_id))
@@ -343,12 +339,10 @@ class DeliveryLog:
             for (result, decision, _), applied in zip(triggered, apply_decisions(
                     conn, self._queue, decisions), strict=True):
                 _describe(result, decision, applied)
-        if recorded:
-            rows: list[object] = []
-            for delivery, now, result in recorded:
-                rows += (delivery.delivery_id, delivery.event, delivery.action,
-                         delivery.installation_id, to_db_time(now), result.outcome)
-            conn.execute(_RECORD + ", ".join([_ROW] * len(recorded)), rows)
+        deliveries.record(conn, [
+            deliveries.DeliveryRow(delivery.delivery_id, delivery.event, delivery.action,
+                                   delivery.installation_id, now, result.outcome)
+            for delivery, now, result in recorded])
         return results
 
     def _classify(self, delivery: Delivery) -> Decision:
@@ -375,13 +369,13 @@ class DeliveryLog:
             return Ignore("malformed_payload", "an id does not fit in 64 bits")
         return decision
 
-    def _installation(self, conn: sqlite3.Connection, delivery: Delivery,
+    def _installation(self, conn: Transaction, delivery: Delivery,
                       now: datetime) -> Result:
         result = Result(202, "", delivery.delivery_id)
         try:
             change = change_repositories(
                 conn, delivery.event, delivery.payload, action=delivery.action,
-                installation_id=delivery.installation_id, at=to_db_time(now))
+                installation_id=delivery.installation_id, at=now)
         except MalformedInstallation as exc:
             log.warning("installation delivery not understood",
                         extra={"delivery_id": delivery.delivery_id, "error": str(exc)})

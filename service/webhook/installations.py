@@ -10,34 +10,19 @@ transaction (``service.webhook.deliveries`` records the delivery in the same one
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Final
+
+from service.storage import repositories
+from service.storage.database import Transaction
 
 __all__ = ["InstallationChange", "MalformedInstallation", "change_repositories"]
 
 _REPO: Final = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 _ADDS: Final = ("created", "unsuspend", "new_permissions_accepted")
 _DROPS: Final = ("deleted", "suspend")
-
-_ADD_REPO = (
-    "INSERT INTO repositories (repo, installation_id, added_at) VALUES (?, ?, ?)"
-    " ON CONFLICT (repo) DO UPDATE SET installation_id = excluded.installation_id,"
-    " added_at = CASE WHEN repositories.removed_at IS NULL THEN repositories.added_at"
-    " ELSE excluded.added_at END, removed_at = NULL"
-)
-# Matching the installation keeps a late "removed" from an old installation from dropping
-# a repository that has since moved to another one.
-_DROP_REPO = (
-    "UPDATE repositories SET removed_at = ?"
-    " WHERE repo = ? AND installation_id = ? AND removed_at IS NULL"
-)
-_DROP_INSTALLATION = (
-    "UPDATE repositories SET removed_at = ? WHERE installation_id = ? AND removed_at IS NULL"
-    " RETURNING repo"
-)
-
 
 @dataclass(frozen=True)
 class InstallationChange:
@@ -65,11 +50,11 @@ def _repos(value: object) -> list[str]:
 
 
 def change_repositories(
-    conn: sqlite3.Connection, event: str, payload: Mapping[str, Any], *,
-    action: str | None, installation_id: int | None, at: str,
+    tx: Transaction, event: str, payload: Mapping[str, Any], *,
+    action: str | None, installation_id: int | None, at: datetime,
 ) -> InstallationChange | None:
     """Apply an ``installation`` / ``installation_repositories`` delivery to
-    ``repositories`` in ``conn``'s transaction; None for an action it ignores.
+    ``repositories`` in ``tx``; None for an action it ignores.
 
     Raises ``MalformedInstallation`` when the payload lacks what is needed to act on it.
     """
@@ -78,7 +63,7 @@ def change_repositories(
     p = payload
     if event == "installation":
         if action in _DROPS:
-            dropped = [str(r[0]) for r in conn.execute(_DROP_INSTALLATION, (at, installation_id))]
+            dropped = repositories.drop_installation(tx, installation_id, at)
             return InstallationChange(installation_id, action, removed=tuple(sorted(dropped)))
         if action not in _ADDS:
             return None
@@ -89,7 +74,7 @@ def change_repositories(
         added = _repos(p.get("repositories_added"))
         removed = _repos(p.get("repositories_removed"))
     for repo in added:
-        conn.execute(_ADD_REPO, (repo, installation_id, at))
+        repositories.add(tx, repo, installation_id, at)
     for repo in removed:
-        conn.execute(_DROP_REPO, (at, repo, installation_id))
+        repositories.drop(tx, repo, installation_id, at)
     return InstallationChange(installation_id, action, tuple(added), tuple(removed))

@@ -16,8 +16,9 @@
 See docs/WORKER.md.
 """
 
+from service.run_content import Omitted
 from service.worker.checkout import Checkouts, GitError, GitRunner
-from service.worker.diff import FileDiff, Omitted, Selection, select
+from service.worker.diff import FileDiff, Selection, select
 from service.worker.estimate import Estimator, fit, load_estimator
 from service.worker.job import JobRunner, JobSettings
 from service.worker.pool import WorkerPool, owner_id

@@ -34,8 +34,8 @@ from typing import Final
 
 import anyio
 
-from service.queue import PENDING, Claim
-from service.store import SqliteStore, from_db_time, to_db_time
+from service.storage import Database
+from service.storage.queue import Claim, Lease, recent_pending
 from service.worker.ports import Acknowledger, Publisher
 from service.worker.record import RecordedRun
 
@@ -47,18 +47,11 @@ RECENT: Final = timedelta(minutes=10)
 INTERVAL: Final = 2.0
 REMEMBERED: Final = 10_000
 
-_RECENT_PENDING = f"""
-SELECT dedupe_key, kind, repo, pr_number, head_sha, actor_id, attempts, enqueued_at,
-       comment_id, comment_source, command
-  FROM queue WHERE status = '{PENDING}' AND enqueued_at > :since
- ORDER BY enqueued_at, dedupe_key
-"""
-
 
 class EarlyAck:
     """Acknowledges recently queued work at once (module docstring)."""
 
-    def __init__(self, *, store: SqliteStore, acker: Acknowledger, clock: Clock,
+    def __init__(self, *, store: Database, acker: Acknowledger, clock: Clock,
                  recent: timedelta = RECENT, interval: float = INTERVAL) -> None:
         self._store = store
         self._acker = acker
@@ -121,7 +114,7 @@ class EarlyAck:
     async def sweep(self) -> int:
         """Acknowledge every recent pending row not yet seen here; how many were posted."""
         since = max(self._clock() - self._recent, self._started)
-        claims = await anyio.to_thread.run_sync(self._pending, since)
+        claims = await self._store.run(self._pending, since)
         todo = [c for c in claims if c.dedupe_key not in self._owners]
         if not todo:
             return 0
@@ -157,13 +150,12 @@ class EarlyAck:
             self._owners.popitem(last=False)
 
     def _pending(self, since: datetime) -> list[Claim]:
-        with self._store.read() as conn:
-            rows = conn.execute(_RECENT_PENDING, {"since": to_db_time(since)}).fetchall()
-        return [Claim(dedupe_key=r[0], kind=r[1], repo=r[2], pr_number=r[3], head_sha=r[4],
-                      actor_id=r[5], attempts=r[6], enqueued_at=from_db_time(r[7]),
-                      # Not a lease: an acknowledgement reads only where to react.
-                      leased_until=from_db_time(r[7]), owner="", comment_id=r[8],
-                      comment_source=r[9], command=r[10]) for r in rows]
+        with self._store.read() as tx:
+            rows = recent_pending(tx, since)
+        # Not a lease: an acknowledgement reads only where to react.
+        return [Claim(dedupe_key=r.dedupe_key, job=r.job, enqueued_at=r.enqueued_at,
+                      lease=Lease(owner="", until=r.enqueued_at, attempt=r.attempts))
+                for r in rows]
 
 
 class SkipAcked:

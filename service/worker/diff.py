@@ -15,12 +15,13 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final
+
+from service.run_content import Omitted
 
 if TYPE_CHECKING:
     from service.worker.checkout import BareRepo
 
-OmitReason = Literal["excluded", "max_diff_lines"]
 
 # MULTILINE ``^`` in Python's re follows ``\n`` only, as the line count does.
 _HEADER_RE: Final = re.compile(r"^diff --git ", re.MULTILINE)
@@ -48,22 +49,6 @@ class FileDiff:
     @property
     def lines(self) -> int:
         return line_count(self.text)
-
-
-@dataclass(frozen=True)
-class Omitted:
-    """A file withheld from the engine, and why (one entry of ``runs.omitted``)."""
-
-    path: str
-    reason: OmitReason
-    lines: int
-    pattern: str | None = None  # the excluded_paths glob that matched
-
-    def as_json(self) -> dict[str, object]:
-        out: dict[str, object] = {"path": self.path, "reason": self.reason, "lines": self.lines}
-        if self.pattern is not None:
-            out["pattern"] = self.pattern
-        return out
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,11 @@ The fit is arithmetic only; ``load_estimator`` is the one function that reads th
 from __future__ import annotations
 
 import math
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
+
+from service.storage import Transaction, ledger
 
 #: Defaults until the ledger can say better. Claude Code spends a fixed ~15-30K tokens of
 #: system prompt and tool definitions per call before reading anything, and code runs
@@ -26,15 +27,6 @@ DEFAULT_BASE_TOKENS: Final = 20_000.0
 #: Rows needed before the fit replaces the defaults, and how many recent rows it reads.
 MIN_SAMPLES: Final = 10
 SAMPLE_LIMIT: Final = 200
-
-_SAMPLES = """
-SELECT reviewed_lines, used_tokens FROM ledger
- WHERE settled_at IS NOT NULL AND stop_reason = 'completed'
-   AND reviewed_lines IS NOT NULL AND used_tokens IS NOT NULL
-   AND usage_confidence IN ('exact', 'estimated') AND engine = :engine
- ORDER BY id DESC LIMIT :limit
-"""
-
 
 @dataclass(frozen=True)
 class Estimator:
@@ -89,8 +81,8 @@ def fit(samples: Sequence[tuple[int, int]], default: Estimator | None = None,
     return Estimator(per_line=slope, base=intercept, samples=n)
 
 
-def load_estimator(conn: sqlite3.Connection, engine: str, default: Estimator | None = None,
+def load_estimator(conn: Transaction, engine: str, default: Estimator | None = None,
                    *, min_samples: int = MIN_SAMPLES, limit: int = SAMPLE_LIMIT) -> Estimator:
     """The estimator for ``engine``, fitted on its latest settled ledger rows."""
-    rows = conn.execute(_SAMPLES, {"engine": engine, "limit": limit}).fetchall()
-    return fit([(int(x), int(y)) for x, y in rows], default, min_samples=min_samples)
+    return fit(ledger.estimator_samples(conn, engine, limit), default,
+               min_samples=min_samples)

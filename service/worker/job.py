@@ -33,14 +33,14 @@ from service.engine.base import Engine, EngineRequest, EngineResult, ReviewMode,
 from service.github import GitHubClient
 from service.health import Health
 from service.jobs import Job
-from service.queue import Claim, ReviewQueue
-from service.store import SqliteStore
+from service.storage import SqliteStore, ledger, runs
+from service.storage.queue import Claim, ReviewQueue
 from service.worker.checkout import BareRepo, Checkouts
 from service.worker.diff import Selection, read_diff, select
 from service.worker.estimate import Estimator, load_estimator
 from service.worker.ports import Publisher
 from service.worker.pulls import PullState, read_pull
-from service.worker.record import Outcome, RecordedRun, last_completed_head, open_reservation
+from service.worker.record import Outcome, RecordedRun
 from service.worker.settle import NOTHING_SPENT, Settlement, log_extra
 
 log = logging.getLogger(__name__)
@@ -185,7 +185,7 @@ class JobRunner:
     async def _prepare(self, claim: Claim, progress: _Progress, extra: dict[str, object]
                        ) -> _Plan | None:
         """Steps 1-5: everything before the engine. None when the job ended here."""
-        reserved = await self._store.read(open_reservation, claim)
+        reserved = await self._store.read(ledger.open_reserved, claim.dedupe_key, claim.owner)
         if reserved is None:
             progress.done = True
             log.warning("the reservation is no longer open (lease lost); not starting",
@@ -315,7 +315,7 @@ class JobRunner:
         """
         if claim.kind != "pr_opened" or claim.command != "review":
             return None
-        previous = await self._store.read(last_completed_head, claim.repo, claim.pr_number)
+        previous = await self._store.read(runs.last_completed_head, claim.repo, claim.pr_number)
         if previous is None or previous == pull.head_sha:
             return None
         if await bare.has_commit(previous) and await bare.is_ancestor(previous, pull.head_sha):

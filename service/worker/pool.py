@@ -33,8 +33,8 @@ import anyio
 
 from service.budget import Governor
 from service.health import Health
-from service.queue import Claim, ReviewQueue
-from service.store import is_contention
+from service.storage import is_contention
+from service.storage.queue import Claim, ReviewQueue
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import Final, Protocol
 
 from service.github import GitHubClient
-from service.queue import Claim
+from service.storage.queue import Claim
 from service.worker.checkout import validate_repo
 from service.worker.record import RecordedRun
 

@@ -12,17 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
-
 from service.github import GitHubClient, find_repository_installation
-from service.store import SqliteStore
+from service.storage import Database, repositories
 from service.worker.checkout import validate_branch, validate_repo, validate_sha
 
 log = logging.getLogger(__name__)
 
-_INSTALLED = """
-SELECT installation_id FROM repositories WHERE repo = :repo AND removed_at IS NULL
-"""
 
 
 @dataclass(frozen=True)
@@ -89,14 +84,14 @@ class Installations:
     JWT) and remembered for the life of the process.
     """
 
-    def __init__(self, store: SqliteStore, github: GitHubClient) -> None:
+    def __init__(self, store: Database, github: GitHubClient) -> None:
         self._store = store
         self._github = github
         self._found: dict[str, int] = {}
 
     async def __call__(self, repo: str) -> int:
         owner, name = validate_repo(repo)
-        known = await anyio.to_thread.run_sync(self._from_store, repo)
+        known = await self._store.run(self._from_store, repo)
         if known is not None:
             return known
         if repo not in self._found:
@@ -106,6 +101,5 @@ class Installations:
         return self._found[repo]
 
     def _from_store(self, repo: str) -> int | None:
-        with self._store.read() as conn:
-            row = conn.execute(_INSTALLED, {"repo": repo}).fetchone()
-        return None if row is None else int(row[0])
+        with self._store.read() as tx:
+            return repositories.installation_of(tx, repo)

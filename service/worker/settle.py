@@ -17,7 +17,6 @@ closed it as ``lost``) writes nothing, and the caller drops its result.
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Final, TypeVar
@@ -26,8 +25,8 @@ import anyio
 
 from service.budget import Governor, Usage
 from service.jobs import Job
-from service.queue import Claim, ReviewQueue
-from service.store import SqliteStore
+from service.storage import Database, Transaction
+from service.storage.queue import Claim, ReviewQueue
 from service.worker.record import RecordedRun, record_run
 
 log = logging.getLogger(__name__)
@@ -48,7 +47,7 @@ def log_extra(claim: Claim) -> dict[str, object]:
 class Settlement:
     """The store side of a job (see the module docstring)."""
 
-    def __init__(self, store: SqliteStore, queue: ReviewQueue, governor: Governor,
+    def __init__(self, store: Database, queue: ReviewQueue, governor: Governor,
                  clock: Clock) -> None:
         self._store = store
         self._queue = queue
@@ -137,7 +136,7 @@ class Settlement:
                            else not_before.isoformat()})
         return released
 
-    def _finish(self, conn: sqlite3.Connection, claim: Claim,
+    def _finish(self, conn: Transaction, claim: Claim,
                 extra: Mapping[str, object] | None = None) -> None:
         if not self._queue.finish_in(conn, claim.dedupe_key, claim.owner):
             # The reservation was still ours, so the row can only have been abandoned

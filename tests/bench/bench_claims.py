@@ -18,11 +18,12 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from service.budget import _WINDOW, WINDOWS, Governor, Usage, window_params
+from service.budget import WINDOWS, Governor, Usage
 from service.config import BudgetConfig
 from service.jobs import Job
-from service.queue import _CLAIMABLE, ReviewQueue
-from service.store import SqliteStore, to_db_time
+from service.storage import SqliteStore, to_db_time
+from service.storage.ledger import WINDOW_SQL, window_params
+from service.storage.queue import CLAIMABLE_SQL, ReviewQueue
 
 PLAIN = ("SELECT COALESCE(SUM(COALESCE(used_tokens, reserved_tokens)), 0) FROM ledger"
          " WHERE reserved_at > ?")
@@ -89,8 +90,8 @@ def plans() -> None:
     with tempfile.TemporaryDirectory() as d, SqliteStore(Path(d) / "plan.db") as store:
         with store.read() as conn:
             for name, sql, params in (
-                ("window", _WINDOW, window_params(NOW)),
-                ("claimable", _CLAIMABLE, {"now": to_db_time(NOW), "max_attempts": 3}),
+                ("window", WINDOW_SQL, window_params(NOW)),
+                ("claimable", CLAIMABLE_SQL, {"now": to_db_time(NOW), "max_attempts": 3}),
             ):
                 print(f"EXPLAIN QUERY PLAN ({name} query):")
                 for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params):

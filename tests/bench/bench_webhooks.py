@@ -83,10 +83,10 @@ def serve(config_path: Path, port: int) -> None:
     from service.config import load_config
     from service.daemon import listen
     from service.health import Health
-    from service.ingest import AgentComments
     from service.logs import configure_logging
-    from service.queue import ReviewQueue
-    from service.store import SqliteStore
+    from service.storage import SqliteStore
+    from service.storage.agent_comments import AgentComments
+    from service.storage.queue import ReviewQueue
     from service.triggers import TriggerContext
     from service.web import create_app
 

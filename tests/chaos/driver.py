@@ -43,7 +43,7 @@ from typing import Any
 from service.config import load_config
 from service.github import GitHubClient
 from service.publisher import GitHubPublisher, republish_pending
-from service.store import SqliteStore, from_db_time
+from service.storage import SqliteStore, from_db_time
 from service.worker.pulls import Installations
 from tests.chaos.accounting import Limits, Report, Trigger, charge, classify
 from tests.chaos.rig import ROOT, SLUG, ChaosRig, RigSettings

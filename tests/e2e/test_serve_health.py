@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-from service.store import HEAD_VERSION
+from service.storage import HEAD_VERSION
 from tests.e2e.conftest import E2E
 from tests.e2e.harness import INSTALLATION_ID, wait_for
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from service.queue import Claim
+from service.storage.queue import Claim
 from service.worker.acknowledge import EarlyAck, SkipAcked
 from service.worker.ports import RecordingPublisher
 from tests.faults.rig import FaultRig

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from service.queue import ReviewQueue
+from service.storage.queue import ReviewQueue
 from tests.worker_helpers import build_sim, close_sim
 
 

@@ -13,15 +13,15 @@ nothing from ``service.budget``.
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Final
+from typing import Final, cast
 
-from service.jobs import Job
-from service.store import SqliteStore, from_db_time, to_db_time
+from service.jobs import Command, CommentSource, Job, Kind
+from service.storage.database import Database, Transaction
+from service.storage.times import from_db_time, to_db_time
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ RETURNING dedupe_key, attempts
 # (a pr_opened at MENTION_ONLY) and the mention behind it must still be reachable.
 # One pull request is reviewed by one worker at a time: a row whose pull request holds a
 # live lease is skipped, not waited on.
-_CLAIMABLE = f"""
+CLAIMABLE_SQL = f"""
 SELECT {_COLUMNS} FROM queue
  WHERE status IN {_in("claim")} AND {_LEASE_LAPSED} AND attempts < :max_attempts
    AND NOT EXISTS (
@@ -177,22 +177,71 @@ UPDATE queue SET status = '{target("cancel")}'
 
 
 @dataclass(frozen=True)
+class Lease:
+    """Who holds a row, until when, and which attempt this is (counting this one)."""
+
+    owner: str
+    until: datetime
+    attempt: int
+
+
+@dataclass(frozen=True)
 class Claim:
-    """A leased queue row: what the worker holding ``owner``'s lease must do."""
+    """A leased queue row: the job, and the lease of the worker that must do it.
+
+    ``dedupe_key`` is the row's key as stored (the job builds the same one); the other
+    properties read through to the job and the lease.
+    """
 
     dedupe_key: str
-    kind: str
-    repo: str
-    pr_number: int
-    head_sha: str | None
-    actor_id: int
-    attempts: int              # including this one
+    job: Job
     enqueued_at: datetime
-    leased_until: datetime
-    owner: str
-    comment_id: int | None
-    comment_source: str | None
-    command: str
+    lease: Lease
+
+    @property
+    def kind(self) -> str:
+        return self.job.kind
+
+    @property
+    def repo(self) -> str:
+        return self.job.repo
+
+    @property
+    def pr_number(self) -> int:
+        return self.job.pr_number
+
+    @property
+    def head_sha(self) -> str | None:
+        return self.job.head_sha
+
+    @property
+    def actor_id(self) -> int:
+        return self.job.actor_id
+
+    @property
+    def comment_id(self) -> int | None:
+        return self.job.comment_id
+
+    @property
+    def comment_source(self) -> str | None:
+        return self.job.comment_source
+
+    @property
+    def command(self) -> str:
+        return self.job.command
+
+    @property
+    def owner(self) -> str:
+        return self.lease.owner
+
+    @property
+    def leased_until(self) -> datetime:
+        return self.lease.until
+
+    @property
+    def attempts(self) -> int:
+        """Attempts including this one."""
+        return self.lease.attempt
 
 
 @dataclass(frozen=True)
@@ -214,12 +263,21 @@ class QueueRow:
     comment_source: str | None
     command: str
 
+    @property
+    def job(self) -> Job:
+        """The job the row holds."""
+        return Job(kind=cast(Kind, self.kind), repo=self.repo, pr_number=self.pr_number,
+                   actor_id=self.actor_id, head_sha=self.head_sha,
+                   comment_id=self.comment_id,
+                   comment_source=cast("CommentSource | None", self.comment_source),
+                   command=cast(Command, self.command))
 
-LapsedHook = Callable[[sqlite3.Connection, Sequence[str], datetime], None]
+
+LapsedHook = Callable[[Transaction, Sequence[str], datetime], None]
 """Told, inside the claim's transaction, the keys whose lease lapsed (recovered or
 abandoned): the budget closes their open reservations as ``lost``."""
 
-AdmitHook = Callable[[sqlite3.Connection, Claim, datetime], bool]
+AdmitHook = Callable[[Transaction, Claim, datetime], bool]
 """True admits the candidate, False refuses it (the walk moves on to the next one).
 
 A hook may instead raise ``NothingAdmissible`` when its answer cannot depend on the
@@ -232,7 +290,7 @@ class NothingAdmissible(Exception):
     """Raised by an admit hook: no candidate can be admitted at this instant."""
 
 
-def _row(values: tuple[object, ...] | sqlite3.Row) -> QueueRow:
+def _row(values: Sequence[object]) -> QueueRow:
     (key, kind, repo, pr, head, actor, status, attempts, enq, until, owner, cid, csrc,
      command) = tuple(values)
     return QueueRow(
@@ -246,12 +304,57 @@ def _row(values: tuple[object, ...] | sqlite3.Row) -> QueueRow:
     )
 
 
+def queue_row(tx: Transaction, dedupe_key: str) -> QueueRow | None:
+    """The row of ``dedupe_key`` as stored, read through the caller's transaction."""
+    values = tx.execute(f"SELECT {_COLUMNS} FROM queue WHERE dedupe_key = ?",
+                        (dedupe_key,)).fetchone()
+    return None if values is None else _row(values)
+
+
+_RECENT_PENDING = f"""
+SELECT {_COLUMNS} FROM queue WHERE status = '{PENDING}' AND enqueued_at > :since
+ ORDER BY enqueued_at, dedupe_key
+"""
+
+
+_INSPECT = "SELECT status, attempts, owner, leased_until FROM queue WHERE dedupe_key = ?"
+
+
+def inspect(tx: Transaction, dedupe_key: str) -> dict[str, object] | None:
+    """What an operator's report shows of the row (times as stored)."""
+    row = tx.execute(_INSPECT, (dedupe_key,)).fetchone()
+    return None if row is None else dict(zip(("status", "attempts", "owner", "leased_until"),
+                                             row, strict=True))
+
+
+_KNOWN_HEADS = ("SELECT head_sha FROM queue WHERE repo = ? AND pr_number = ?"
+                " AND kind = 'pr_opened'")
+_LAST_OPENED = ("SELECT MAX(enqueued_at) FROM queue"
+                " WHERE repo = ? AND pr_number = ? AND kind = 'pr_opened'")
+
+
+def known_heads(tx: Transaction, repo: str, pr_number: int) -> set[str]:
+    """Every head sha a ``pr_opened`` row was ever enqueued for on this pull request."""
+    return {str(sha) for (sha,) in tx.execute(_KNOWN_HEADS, (repo, pr_number))}
+
+
+def last_opened_at(tx: Transaction, repo: str, pr_number: int) -> datetime | None:
+    """When the newest ``pr_opened`` row of this pull request was enqueued, if any."""
+    (at,) = tx.execute(_LAST_OPENED, (repo, pr_number)).fetchone()
+    return None if at is None else from_db_time(str(at))
+
+
+def recent_pending(tx: Transaction, since: datetime) -> list[QueueRow]:
+    """Pending rows enqueued after ``since``, oldest first."""
+    return [_row(v) for v in tx.execute(_RECENT_PENDING, {"since": to_db_time(since)})]
+
+
 class ReviewQueue:
-    """The queue over a ``SqliteStore``. Every method is one short write transaction."""
+    """The queue over a ``Database``. Every method is one short write transaction."""
 
     def __init__(
         self,
-        store: SqliteStore,
+        store: Database,
         *,
         lease: timedelta = DEFAULT_LEASE,
         max_attempts: int = MAX_ATTEMPTS,
@@ -266,7 +369,7 @@ class ReviewQueue:
 
     # -- ingest -------------------------------------------------------------------------
 
-    def enqueue(self, job: Job, *, now: datetime, conn: sqlite3.Connection | None = None) -> bool:
+    def enqueue(self, job: Job, *, now: datetime, conn: Transaction | None = None) -> bool:
         """Add ``job`` unless its dedupe key is already known; True if the row is new.
 
         A ``pr_opened`` row ``cancelled`` because its pull request closed comes back to
@@ -281,7 +384,7 @@ class ReviewQueue:
         return self.enqueue_many([(job, now)], conn=conn)[0]
 
     def enqueue_many(self, jobs: Sequence[tuple[Job, datetime]], *,
-                     conn: sqlite3.Connection | None = None) -> list[bool]:
+                     conn: Transaction | None = None) -> list[bool]:
         """``enqueue`` each ``(job, now)``, in order, in a few statements; one flag each.
 
         The outcome is the same as calling ``enqueue`` for each in turn: a key given twice
@@ -293,7 +396,7 @@ class ReviewQueue:
                 return self._enqueue_many(own, jobs)
         return self._enqueue_many(conn, jobs)
 
-    def _enqueue_many(self, conn: sqlite3.Connection,
+    def _enqueue_many(self, conn: Transaction,
                       jobs: Sequence[tuple[Job, datetime]]) -> list[bool]:
         new: list[bool] = []
         for start in range(0, len(jobs), _CHUNK):
@@ -307,7 +410,7 @@ class ReviewQueue:
             self._supersede_older(conn, newest)
         return new
 
-    def _insert(self, conn: sqlite3.Connection,
+    def _insert(self, conn: Transaction,
                 jobs: Sequence[tuple[Job, datetime]]) -> list[bool]:
         values: list[object] = []
         for job, now in jobs:
@@ -323,7 +426,7 @@ class ReviewQueue:
             returned.discard(job.dedupe_key)
         return new
 
-    def _supersede_older(self, conn: sqlite3.Connection,
+    def _supersede_older(self, conn: Transaction,
                          newest: dict[tuple[str, int], str]) -> None:
         values: list[object] = []
         for (repo, pr_number), key in newest.items():
@@ -337,7 +440,7 @@ class ReviewQueue:
                 "repo": repo, "pr": pr_number, "dedupe_key": newest[(repo, pr_number)]})
 
     def cancel_pull_request(
-        self, repo: str, pr_number: int, *, conn: sqlite3.Connection | None = None
+        self, repo: str, pr_number: int, *, conn: Transaction | None = None
     ) -> list[str]:
         """Cancel the pending rows of a pull request that closed; returns their keys.
 
@@ -384,15 +487,12 @@ class ReviewQueue:
                             extra={"dedupe_key": key, "attempt": attempts})
             if lapsed is not None and (abandoned or recovered):
                 lapsed(conn, [*abandoned, *(key for key, _ in recovered)], now)
-            for values in conn.execute(_CLAIMABLE, params):
+            for values in conn.execute(CLAIMABLE_SQL, params):
                 row = _row(values)
-                candidate = Claim(
-                    dedupe_key=row.dedupe_key, kind=row.kind, repo=row.repo,
-                    pr_number=row.pr_number, head_sha=row.head_sha, actor_id=row.actor_id,
-                    attempts=row.attempts + 1, enqueued_at=row.enqueued_at,
-                    leased_until=until, owner=owner, comment_id=row.comment_id,
-                    comment_source=row.comment_source, command=row.command,
-                )
+                candidate = Claim(dedupe_key=row.dedupe_key, job=row.job,
+                                  enqueued_at=row.enqueued_at,
+                                  lease=Lease(owner=owner, until=until,
+                                              attempt=row.attempts + 1))
                 try:
                     if admit is not None and not admit(conn, candidate, now):
                         continue
@@ -414,7 +514,7 @@ class ReviewQueue:
         with self._store.transaction() as conn:
             return self.finish_in(conn, dedupe_key, owner)
 
-    def finish_in(self, conn: sqlite3.Connection, dedupe_key: str, owner: str) -> bool:
+    def finish_in(self, conn: Transaction, dedupe_key: str, owner: str) -> bool:
         """``finish`` inside a caller's transaction (settle + record + finish together)."""
         return conn.execute(_FINISH, {"key": dedupe_key, "owner": owner}).rowcount == 1
 
@@ -437,11 +537,8 @@ class ReviewQueue:
     # -- inspection -----------------------------------------------------------------------
 
     def get(self, dedupe_key: str) -> QueueRow | None:
-        with self._store.read() as conn:
-            values = conn.execute(
-                f"SELECT {_COLUMNS} FROM queue WHERE dedupe_key = ?", (dedupe_key,)
-            ).fetchone()
-        return None if values is None else _row(values)
+        with self._store.read() as tx:
+            return queue_row(tx, dedupe_key)
 
     def rows(self, statuses: Iterable[str] | None = None) -> list[QueueRow]:
         """Every row (or those in ``statuses``), oldest first."""
@@ -462,10 +559,8 @@ class ReviewQueue:
         The poller sees a pull request's current state, not the action that led there;
         a head it has not seen before on a pull request that already has one is a push.
         """
-        with self._store.read() as conn:
-            return {str(sha) for (sha,) in conn.execute(
-                "SELECT head_sha FROM queue WHERE repo = ? AND pr_number = ?"
-                " AND kind = 'pr_opened'", (repo, pr_number))}
+        with self._store.read() as tx:
+            return known_heads(tx, repo, pr_number)
 
     def counts(self) -> dict[str, int]:
         """Rows per status (every status present, zero where none)."""

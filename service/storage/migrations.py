@@ -1,4 +1,4 @@
-"""The store's schema: one ordered list of migrations, applied by ``service.store``.
+"""The schema: one ordered list of migrations, applied by ``service.storage.migrate``.
 
 Entry n-1 takes a file from version n-1 to n; ``PRAGMA user_version`` records how many
 have run. Versions 1-19 are the reviewer's original schema (docs/STORAGE.md), 20 onwards

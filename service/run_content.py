@@ -1,0 +1,175 @@
+"""A run's content in its stored form: the JSON the ``runs`` table keeps, both ways.
+
+The worker encodes what the engine found when it records a run; the publisher decodes
+it when it publishes (perhaps after a restart, from the row alone). One module holds both
+directions so that the two cannot drift apart. Shapes (the columns are TEXT):
+
+- ``findings``: ``[{"path", "line", "side", "start_line", "severity", "category",
+  "title", "body"}, ...]``
+- ``assessment``: ``{"summary", "risk"}`` for a review, NULL for a description or when
+  the engine gave none
+- ``description``: ``{"title", "summary", "changes": [...]}`` for ``describe``, else NULL
+  (``{}`` once the retention sweep purged it)
+- ``omitted``: ``[{"path", "reason": "excluded"|"max_diff_lines", "lines", "pattern"?}]``
+
+Decoding a malformed value is a ``ValueError`` naming the column.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal, get_args
+
+from service.engine.base import Assessment, Description, Finding
+
+__all__ = [
+    "OmitReason", "Omitted",
+    "assessment_json", "description_json", "dump", "encode_assessment",
+    "encode_description", "encode_findings", "encode_omitted", "finding_json",
+    "parse_assessment", "parse_description", "parse_findings", "parse_omitted",
+]
+
+OmitReason = Literal["excluded", "max_diff_lines"]
+_OMIT_REASONS: Final = get_args(OmitReason)
+
+
+@dataclass(frozen=True)
+class Omitted:
+    """A file withheld from the engine, and why (one entry of ``runs.omitted``)."""
+
+    path: str
+    reason: OmitReason
+    lines: int
+    pattern: str | None = None  # the excluded_paths glob that matched
+
+    def as_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"path": self.path, "reason": self.reason, "lines": self.lines}
+        if self.pattern is not None:
+            out["pattern"] = self.pattern
+        return out
+
+
+# -- encoding ----------------------------------------------------------------------------
+
+def finding_json(finding: Finding) -> dict[str, object]:
+    return {"path": finding.path, "line": finding.line, "side": finding.side,
+            "start_line": finding.start_line, "severity": finding.severity,
+            "category": finding.category, "title": finding.title, "body": finding.body}
+
+
+def assessment_json(assessment: Assessment) -> dict[str, object]:
+    return {"summary": assessment.summary, "risk": assessment.risk}
+
+
+def description_json(description: Description) -> dict[str, object]:
+    return {"title": description.title, "summary": description.summary,
+            "changes": list(description.changes)}
+
+
+def dump(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def encode_findings(findings: Sequence[Finding]) -> str:
+    """``runs.findings``."""
+    return dump([finding_json(f) for f in findings])
+
+
+def encode_omitted(omitted: Sequence[Omitted]) -> str:
+    """``runs.omitted``."""
+    return dump([o.as_json() for o in omitted])
+
+
+def encode_assessment(assessment: Assessment | None) -> str | None:
+    """``runs.assessment`` (NULL when there is none)."""
+    return None if assessment is None else dump(assessment_json(assessment))
+
+
+def encode_description(description: Description | None) -> str | None:
+    """``runs.description`` (NULL for a review)."""
+    return None if description is None else dump(description_json(description))
+
+
+# -- decoding ----------------------------------------------------------------------------
+
+def _loads(text: object, what: str) -> Any:
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise ValueError(f"runs.{what} is not text")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"runs.{what} is not valid JSON: {exc.msg}") from exc
+
+
+def parse_findings(text: object) -> tuple[Finding, ...]:
+    """``runs.findings`` as ``Finding`` objects (ValueError when malformed)."""
+    data = _loads(text, "findings")
+    if not isinstance(data, list):
+        raise ValueError("runs.findings is not a JSON array")
+    out: list[Finding] = []
+    for i, item in enumerate(data):
+        if not isinstance(item, Mapping):
+            raise ValueError(f"runs.findings[{i}] is not an object")
+        try:
+            out.append(Finding(
+                path=item["path"], line=item["line"], side=item["side"],
+                start_line=item.get("start_line"), severity=item["severity"],
+                category=item["category"], title=item["title"], body=item["body"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"runs.findings[{i}]: {exc}") from exc
+    return tuple(out)
+
+
+def parse_assessment(text: object) -> Assessment | None:
+    data = _loads(text, "assessment")
+    if data is None:
+        return None
+    if not isinstance(data, Mapping):
+        raise ValueError("runs.assessment is not a JSON object")
+    try:
+        return Assessment(summary=data["summary"], risk=data["risk"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"runs.assessment: {exc}") from exc
+
+
+def parse_description(text: object) -> Description | None:
+    data = _loads(text, "description")
+    if data is None:
+        return None
+    if not isinstance(data, Mapping):
+        raise ValueError("runs.description is not a JSON object")
+    try:
+        changes = data.get("changes", [])
+        if not isinstance(changes, list):
+            raise TypeError("changes is not a list")
+        return Description(title=data["title"], summary=data["summary"],
+                           changes=tuple(changes))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"runs.description: {exc}") from exc
+
+
+def parse_omitted(text: object) -> tuple[Omitted, ...]:
+    data = _loads(text, "omitted") or []
+    if not isinstance(data, list):
+        raise ValueError("runs.omitted is not a JSON array")
+    out: list[Omitted] = []
+    for i, item in enumerate(data):
+        if not isinstance(item, Mapping) or not isinstance(item.get("path"), str):
+            raise ValueError(f"runs.omitted[{i}] is not an object with a path")
+        reason = item.get("reason")
+        if reason == "excluded":
+            why: OmitReason = "excluded"
+        elif reason == "max_diff_lines":
+            why = "max_diff_lines"
+        else:
+            raise ValueError(f"runs.omitted[{i}].reason must be one of {_OMIT_REASONS}")
+        lines = item.get("lines", 0)
+        pattern = item.get("pattern")
+        out.append(Omitted(path=item["path"], reason=why,
+                           lines=lines if isinstance(lines, int) else 0,
+                           pattern=pattern if isinstance(pattern, str) else None))
+    return tuple(out)

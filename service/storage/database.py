@@ -1,0 +1,100 @@
+"""What the rest of the service may assume about a database: the ``Database`` protocol.
+
+Only ``service.storage`` talks to a database driver. The table modules beside this one
+(one per table, each the only holder of its table's SQL) take a ``Transaction`` — the
+object a ``Database`` hands out inside ``transaction()`` or ``read()`` — and everything
+else calls the table modules. ``SqliteStore`` (``sqlite.py``) is the implementation
+today; the protocol is written so that a PostgreSQL one can satisfy it too:
+
+- SQL in the table modules is the common subset of SQLite and PostgreSQL, with ``?`` or
+  ``:name`` placeholders; a backend whose driver wants another style rewrites them in its
+  ``Transaction.execute``, so the table modules never choose.
+- Nothing here names a SQLite mechanism (``rowid``, ``PRAGMA``, ``BEGIN IMMEDIATE``):
+  "a transaction" means one that holds the write lock for its whole block, so a
+  read-then-write inside it is atomic against every other writer (SQLite takes the file
+  lock at BEGIN; PostgreSQL would take a row or advisory lock at the first statement).
+- ``try_begin`` is the no-wait transaction the webhook group commit uses: begun at once
+  or not at all, used on one thread, committed from any.
+- ``run`` runs a blocking block on a worker thread, so async code never waits on the
+  database on the event loop; ``change_marker`` says whether anything was written since
+  a value was read, so that a read can be reused while it is still true.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, TypeVar
+
+__all__ = ["Database", "OpenTransaction", "Rows", "Transaction"]
+
+T = TypeVar("T")
+
+
+class Rows(Protocol):
+    """The result of one statement: its rows, and how many rows a write changed."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    @property
+    def description(self) -> Any: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Transaction(Protocol):
+    """One open transaction (or read): statements run through it see one snapshot."""
+
+    def execute(self, sql: str, parameters: Any = (), /) -> Rows: ...
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Rows: ...
+
+
+class OpenTransaction(Protocol):
+    """A write transaction begun by ``Database.try_begin``: one block, then one end."""
+
+    def using(self) -> AbstractContextManager[Transaction]: ...
+
+    def commit(self) -> None: ...
+
+    def rollback(self) -> None: ...
+
+
+class Database(Protocol):
+    """The store as the service uses it: transactions, reads, and a worker thread."""
+
+    def transaction(self) -> AbstractContextManager[Transaction]:
+        """A write transaction: COMMIT when the block returns, ROLLBACK when it raises."""
+        ...
+
+    def read(self) -> AbstractContextManager[Transaction]:
+        """A short read of one snapshot; inside ``transaction()`` it shares that one."""
+        ...
+
+    def try_begin(self) -> OpenTransaction | None:
+        """A write transaction begun at once, or None when it would have to wait."""
+        ...
+
+    async def run(self, func: Callable[..., T], /, *args: Any) -> T:
+        """``func(*args)`` on a worker thread; the event loop is not held meanwhile."""
+        ...
+
+    def change_marker(self, tx: Transaction) -> Hashable:
+        """A value equal between two calls on ``tx`` exactly when nothing was written in
+        between, through ``tx`` or by anyone else: what lets a caller keep a value it
+        read (the budget's view of the ledger) for as long as it stays true."""
+        ...
+
+    @property
+    def version(self) -> int:
+        """The schema version the database is at."""
+        ...
+
+    def close(self) -> None:
+        """Release every connection. Idempotent."""
+        ...

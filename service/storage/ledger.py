@@ -1,0 +1,317 @@
+"""The ``ledger`` table and its hourly totals (``ledger_hours``, ``ledger_cost_hours``).
+
+A ledger row is one reservation: written open by the claim that admits a run (the
+governor's ``admit``, inside the claim's transaction), and closed exactly once, either
+settled with what the run cost or lost (its worker died, or a later attempt of the same
+trigger found it still open) at the full charge it was carrying. ``TRANSITIONS`` is that
+lifecycle, and the only place it is written down; each write below takes its ``WHERE``
+from it. The hourly tables are kept by triggers (migrations 24 and 26), so no writer can
+forget them; the window sums read them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+from service.storage.database import Transaction
+from service.storage.times import from_db_time, to_db_time
+
+__all__ = [
+    "ACTOR_SQL", "COSTS_SQL", "LOST", "OPEN", "SETTLED", "STATES", "TRANSITIONS", "WINDOW_SQL",
+    "Reservation", "Settlement", "actor_charges", "costs_since", "estimator_samples",
+    "latest", "lose", "open_mode", "open_reserved", "pacer_sql", "pacer_times", "reserve",
+    "settle", "settled_usage", "target", "window_charge", "window_params",
+]
+
+# --- the lifecycle of a reservation ----------------------------------------------------
+
+OPEN: Final = "open"
+SETTLED: Final = "settled"
+LOST: Final = "lost"
+STATES: Final = (OPEN, SETTLED, LOST)
+
+#: (event, from-state) -> to-state. ``settle`` is the worker recording what its run
+#: cost; ``lose`` closes a reservation nobody can settle any more (its lease lapsed, or
+#: the next attempt of the same trigger is about to reserve) at the full charge.
+TRANSITIONS: Final[dict[tuple[str, str], str]] = {
+    ("settle", OPEN): SETTLED,
+    ("lose", OPEN): LOST,
+}
+
+# The state as the columns hold it: open until settled_at is stamped; lost is a closed
+# row whose stop_reason says so.
+_STATE_SQL: Final = {
+    OPEN: "settled_at IS NULL",
+    SETTLED: "(settled_at IS NOT NULL AND stop_reason != 'lost')",
+    LOST: "(settled_at IS NOT NULL AND stop_reason = 'lost')",
+}
+
+
+def target(event: str) -> str:
+    """The state ``event`` leads to."""
+    (to,) = {to for (ev, _), to in TRANSITIONS.items() if ev == event}
+    return to
+
+
+def _from(event: str) -> str:
+    """The ``WHERE`` fragment: the row is in a state ``event`` may leave."""
+    return " OR ".join(_STATE_SQL[s] for s in STATES if (event, s) in TRANSITIONS)
+
+
+_LOSE = f"""
+UPDATE ledger SET used_tokens = reserved_tokens, usage_confidence = 'unavailable',
+                  stop_reason = '{target("lose")}', settled_at = :now
+ WHERE dedupe_key = :key AND {_from("lose")}
+"""
+
+_RESERVE = """
+INSERT INTO ledger (dedupe_key, owner, actor_id, mode, reserved_tokens, reserved_at,
+                    repo, pr_number)
+VALUES (:key, :owner, :actor_id, :mode, :reserved, :now, :repo, :pr_number)
+"""
+
+_SETTLE = f"""
+UPDATE ledger SET used_tokens = COALESCE(:tokens, reserved_tokens),
+                  usage_confidence = :confidence, engine = :engine, model = :model,
+                  settled_at = :now, stop_reason = :stop_reason,
+                  reviewed_lines = :reviewed_lines, reviewed_since = :reviewed_since,
+                  cost_usd = :cost_usd
+ WHERE dedupe_key = :key AND owner = :owner AND {_from("settle")}
+"""
+
+_OPEN_MODE = f"""
+SELECT mode FROM ledger WHERE dedupe_key = :key AND owner = :owner AND {_STATE_SQL[OPEN]}
+"""
+
+_OPEN_RESERVED = f"""
+SELECT reserved_tokens FROM ledger
+ WHERE dedupe_key = :key AND owner = :owner AND {_STATE_SQL[OPEN]}
+"""
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """What an admitted claim reserves: ``tokens`` for ``dedupe_key`` held by ``owner``."""
+
+    dedupe_key: str
+    owner: str
+    actor_id: int
+    mode: str
+    tokens: int
+    repo: str
+    pr_number: int
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """What a run cost, recorded on its open reservation (``tokens`` None: the reservation)."""
+
+    tokens: int | None
+    confidence: str
+    engine: str | None
+    model: str | None
+    stop_reason: str
+    reviewed_lines: int | None
+    reviewed_since: str | None
+    cost_usd: float | None
+
+
+def lose(tx: Transaction, key: str, now: datetime) -> int:
+    """Close ``key``'s open reservation (if any) as lost at its full charge; rows closed."""
+    return tx.execute(_LOSE, {"key": key, "now": to_db_time(now)}).rowcount
+
+
+def reserve(tx: Transaction, reservation: Reservation, now: datetime) -> None:
+    """Write an open reservation. A second open one for the key violates ``ledger_open``."""
+    r = reservation
+    tx.execute(_RESERVE, {"key": r.dedupe_key, "owner": r.owner, "actor_id": r.actor_id,
+                          "mode": r.mode, "reserved": r.tokens, "now": to_db_time(now),
+                          "repo": r.repo, "pr_number": r.pr_number})
+
+
+def settle(tx: Transaction, key: str, owner: str, settlement: Settlement,
+           now: datetime) -> bool:
+    """Settle ``owner``'s open reservation of ``key``; False when there is none to settle."""
+    s = settlement
+    return tx.execute(_SETTLE, {
+        "key": key, "owner": owner, "tokens": s.tokens, "confidence": s.confidence,
+        "engine": s.engine, "model": s.model, "now": to_db_time(now),
+        "stop_reason": s.stop_reason, "reviewed_lines": s.reviewed_lines,
+        "reviewed_since": s.reviewed_since, "cost_usd": s.cost_usd,
+    }).rowcount == 1
+
+
+def open_mode(tx: Transaction, key: str, owner: str) -> str | None:
+    """The rung ``owner``'s open reservation of ``key`` was admitted under, if it is open."""
+    row = tx.execute(_OPEN_MODE, {"key": key, "owner": owner}).fetchone()
+    return None if row is None else str(row[0])
+
+
+def open_reserved(tx: Transaction, key: str, owner: str) -> int | None:
+    """``reserved_tokens`` of ``owner``'s open reservation of ``key``, or None."""
+    row = tx.execute(_OPEN_RESERVED, {"key": key, "owner": owner}).fetchone()
+    return None if row is None else int(row[0])
+
+
+# --- the windows -------------------------------------------------------------------------
+
+# One query measures a window: its charge is SUM(COALESCE(used_tokens, reserved_tokens))
+# over the rows reserved after its start -- a settled row counts what it spent, an open
+# one its whole reservation. Summing the rows directly costs a scan of every row in the
+# window (25 ms at 100k rows); the same number is the window's whole hours from
+# ledger_hours (kept by triggers, migration 24) plus the raw rows of its first, partial
+# hour. The open reservations and the oldest charge come from indexes of their own.
+WINDOW_SQL: Final = """
+SELECT (SELECT COALESCE(SUM(charged), 0) FROM ledger_hours WHERE hour > :start_hour)
+     + (SELECT COALESCE(SUM(COALESCE(used_tokens, reserved_tokens)), 0) FROM ledger
+         WHERE reserved_at > :start AND reserved_at < :next_hour),
+       (SELECT COALESCE(SUM(reserved_tokens), 0) FROM ledger
+         WHERE settled_at IS NULL AND reserved_at > :start),
+       (SELECT MIN(reserved_at) FROM ledger WHERE reserved_at > :start)
+"""
+
+
+def window_params(start: datetime) -> dict[str, str]:
+    """The bounds ``WINDOW_SQL`` (and the dollar query) need for a window opening
+    (exclusively) at ``start``."""
+    hour = start.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    stamp = to_db_time(start)
+    return {"start": stamp, "start_hour": stamp[:13],
+            "next_hour": to_db_time(hour + timedelta(hours=1))}
+
+
+def window_charge(tx: Transaction, start: datetime) -> tuple[int, int, datetime | None]:
+    """``(charged, open reserved, oldest reserved_at)`` of the rows reserved after ``start``."""
+    charged, reserved, oldest = tx.execute(WINDOW_SQL, window_params(start)).fetchone()
+    return int(charged), int(reserved), None if oldest is None else from_db_time(oldest)
+
+
+def actor_sql(names: Sequence[str]) -> str:
+    """One person's charge in each named window (the last the longest), in one range scan
+    off the ``ledger_actor_window`` index, split by CASE into the shorter ones. A person's
+    rows in a week are few (runs somebody asked for), so no hourly table is needed."""
+    return "SELECT " + ", ".join(
+        f"COALESCE(SUM(CASE WHEN reserved_at > :{name} THEN"
+        f" COALESCE(used_tokens, reserved_tokens) END), 0),"
+        f" MIN(CASE WHEN reserved_at > :{name} THEN reserved_at END)"
+        for name in names
+    ) + f" FROM ledger WHERE actor_id = :actor AND reserved_at > :{names[-1]}"
+
+
+ACTOR_SQL: Final = actor_sql(("session", "daily", "weekly"))
+"""The query ``actor_charges`` runs for the budget's three windows."""
+
+
+def actor_charges(tx: Transaction, actor_id: int, starts: Sequence[tuple[str, datetime]]
+                  ) -> list[tuple[int, datetime | None]]:
+    """``(charged, oldest reserved_at)`` of ``actor_id``'s rows after each named start
+    (ordered shortest window first, so the last start is the earliest)."""
+    names = tuple(name for name, _ in starts)
+    sql = ACTOR_SQL if names == ("session", "daily", "weekly") else actor_sql(names)
+    params: dict[str, object] = {name: to_db_time(at) for name, at in starts}
+    params["actor"] = actor_id
+    row = tx.execute(sql, params).fetchone()
+    return [(int(row[2 * i]), None if row[2 * i + 1] is None else from_db_time(row[2 * i + 1]))
+            for i in range(len(names))]
+
+
+# Off the ledger_pull_request index (repo, pr_number, reserved_at). The candidate's own
+# earlier attempts (a crashed run being retried) are the same review, not another one.
+_PACER = """
+SELECT reserved_at FROM ledger
+ WHERE repo = :repo AND pr_number = :pr_number AND reserved_at > :start
+   AND dedupe_key != :key
+   AND NOT (settled_at IS NOT NULL AND used_tokens = 0 AND stop_reason IN ({}))
+ ORDER BY reserved_at
+"""
+
+
+def pacer_sql(exempt: Sequence[str]) -> str:
+    """The query ``pacer_times`` runs, with ``exempt`` as the stop reasons left out."""
+    return _PACER.format(", ".join(f"'{r}'" for r in exempt))
+
+
+def pacer_times(tx: Transaction, *, repo: str, pr_number: int, key: str, start: datetime,
+                exempt: Sequence[str]) -> list[datetime]:
+    """When each run of ``repo#pr_number`` after ``start`` was reserved, oldest first:
+    every run but ``key``'s own and those settled at zero for an ``exempt`` reason."""
+    sql = pacer_sql(exempt)
+    return [from_db_time(str(at)) for (at,) in tx.execute(sql, {
+        "repo": repo, "pr_number": pr_number, "key": key, "start": to_db_time(start)})]
+
+
+# Reported costs since a start, in the shape of the token window query: the whole hours
+# from ledger_cost_hours (kept by triggers, migration 26) plus the raw rows of the first,
+# partial hour. Rounded to micro-dollars exactly as the triggers round them.
+COSTS_SQL = """
+SELECT h.m + p.m, h.t + p.t, h.r + p.r FROM
+  (SELECT COALESCE(SUM(micro_usd), 0) AS m, COALESCE(SUM(tokens), 0) AS t,
+          COALESCE(SUM(runs), 0) AS r
+     FROM ledger_cost_hours WHERE hour > :start_hour) AS h,
+  (SELECT COALESCE(SUM(CAST(round(cost_usd * 1000000) AS INTEGER)), 0) AS m,
+          COALESCE(SUM(COALESCE(used_tokens, reserved_tokens)), 0) AS t, COUNT(*) AS r
+     FROM ledger WHERE reserved_at > :start AND reserved_at < :next_hour
+      AND cost_usd IS NOT NULL) AS p
+"""
+
+
+def costs_since(tx: Transaction, start: datetime) -> tuple[int, int, int]:
+    """``(micro-dollars, tokens, runs)`` of the priced rows reserved after ``start``."""
+    m, t, r = tx.execute(COSTS_SQL, window_params(start)).fetchone()
+    return int(m), int(t), int(r)
+
+
+# --- what settled rows say -----------------------------------------------------------------
+
+_SAMPLES = f"""
+SELECT reviewed_lines, used_tokens FROM ledger
+ WHERE {_STATE_SQL[SETTLED]} AND stop_reason = 'completed'
+   AND reviewed_lines IS NOT NULL AND used_tokens IS NOT NULL
+   AND usage_confidence IN ('exact', 'estimated') AND engine = :engine
+ ORDER BY id DESC LIMIT :limit
+"""
+
+
+def estimator_samples(tx: Transaction, engine: str, limit: int) -> list[tuple[int, int]]:
+    """``(reviewed_lines, used_tokens)`` of ``engine``'s latest completed, measured runs."""
+    return [(int(x), int(y)) for x, y in tx.execute(_SAMPLES, {"engine": engine,
+                                                                "limit": limit})]
+
+
+# Off the ledger_pull_request index (repo, pr_number, reserved_at): the settled row of the
+# attempt that recorded the run is the newest one of its key.
+_SETTLED_USAGE = """
+SELECT used_tokens, reserved_tokens, usage_confidence, engine, model, mode, stop_reason,
+       reviewed_since
+  FROM ledger
+ WHERE repo = :repo AND pr_number = :pr_number AND dedupe_key = :key
+   AND settled_at IS NOT NULL
+ ORDER BY id DESC LIMIT 1
+"""
+
+_LATEST = """
+SELECT stop_reason, used_tokens, usage_confidence, reserved_tokens, mode
+  FROM ledger WHERE dedupe_key = :key ORDER BY id DESC LIMIT 1
+"""
+
+_USAGE_COLUMNS: Final = ("used_tokens", "reserved_tokens", "usage_confidence", "engine",
+                         "model", "mode", "stop_reason", "reviewed_since")
+_LATEST_COLUMNS: Final = ("stop_reason", "used_tokens", "usage_confidence",
+                          "reserved_tokens", "mode")
+
+
+def settled_usage(tx: Transaction, *, repo: str, pr_number: int, key: str
+                  ) -> dict[str, Any] | None:
+    """The newest closed row of ``key`` (what the recorded run cost), by column name."""
+    row = tx.execute(_SETTLED_USAGE, {"repo": repo, "pr_number": pr_number,
+                                      "key": key}).fetchone()
+    return None if row is None else dict(zip(_USAGE_COLUMNS, row, strict=True))
+
+
+def latest(tx: Transaction, key: str) -> dict[str, Any] | None:
+    """The newest row of ``key``, open or closed, for an operator's report."""
+    row = tx.execute(_LATEST, {"key": key}).fetchone()
+    return None if row is None else dict(zip(_LATEST_COLUMNS, row, strict=True))

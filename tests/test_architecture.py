@@ -1,0 +1,155 @@
+"""The layout rules of service/, checked on the source: who may talk to the database,
+where SQL may be written, and that no two modules import each other (even by a longer way
+round). docs/ARCHITECTURE.md explains them; each test names the rule it pins."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVICE = ROOT / "service"
+STORAGE = SERVICE / "storage"
+
+# A statement, not prose: a keyword followed by what only SQL puts after it.
+_SQL = re.compile(r"\b(SELECT\s+[\w*(]|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|"
+                  r"CREATE\s+(TABLE|INDEX|TRIGGER)|PRAGMA\s+\w)")
+
+
+def _modules() -> Iterator[tuple[str, Path]]:
+    for path in sorted(SERVICE.rglob("*.py")):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        yield name.removesuffix(".__init__"), path
+
+
+def _strings(tree: ast.AST) -> Iterator[str]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            yield node.value
+
+
+def _is_docstring_holder(node: ast.AST) -> bool:
+    return isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+
+
+def _code_strings(tree: ast.Module) -> Iterator[str]:
+    """Every string constant that is not a docstring (docs may name SQL; code may not)."""
+    docstrings: set[int] = set()
+    for node in ast.walk(tree):
+        if _is_docstring_holder(node):
+            body = getattr(node, "body", [])
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                docstrings.add(id(body[0].value))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and id(node) not in docstrings:
+            yield node.value
+
+
+def test_only_the_storage_package_imports_sqlite3() -> None:
+    importers = []
+    for name, path in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if "sqlite3" in names:
+                importers.append(name)
+    assert importers
+    assert all(name.startswith("service.storage.") for name in importers), importers
+
+
+def test_sql_is_written_only_in_the_storage_package() -> None:
+    outside = []
+    for name, path in _modules():
+        if path.is_relative_to(STORAGE):
+            continue
+        tree = ast.parse(path.read_text())
+        outside += [f"{name}: {text.strip()[:60]!r}" for text in _code_strings(tree)
+                    if _SQL.search(text)]
+    assert outside == []
+
+
+def test_each_table_is_written_by_one_module() -> None:
+    """A table's writes (INSERT/UPDATE/DELETE) stand in one table module; the migrations
+    and the triggers they install are the schema's, not a writer's."""
+    writers: dict[str, set[str]] = {}
+    write = re.compile(r"\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)")
+    for name, path in _modules():
+        if not path.is_relative_to(STORAGE) or name.endswith((".migrations", ".migrate")):
+            continue
+        for text in _strings(ast.parse(path.read_text())):
+            for table in write.findall(text):
+                if table.upper() not in ("OF", "SET"):  # a trigger; ON CONFLICT DO UPDATE
+                    writers.setdefault(table, set()).add(name)
+    shared = {table: sorted(mods) for table, mods in writers.items() if len(mods) > 1}
+    assert "queue" in writers and "ledger" in writers
+    assert shared == {}
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The service modules ``name`` imports when it is loaded (TYPE_CHECKING blocks too:
+    a circle of annotations is still a circle of meaning)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            targets = [module] + [f"{module}.{a.name}" for a in node.names]
+        for target in targets:
+            if target in known and target != name:
+                found.add(target)
+    # Importing a submodule of one's own package is not an import of that package back.
+    return {t for t in found if not name.startswith(t + ".")}
+
+
+def test_no_import_circle_in_service() -> None:
+    modules = dict(_modules())
+    known = set(modules)
+    graph = {name: _imports(name, path, known) for name, path in modules.items()}
+    circles: list[list[str]] = []
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    assert circles == []
+
+
+def test_the_checks_see_what_they_look_for() -> None:
+    """The rules above would pass vacuously if the scans found nothing."""
+    queue = (STORAGE / "queue.py").read_text()
+    assert _SQL.search(queue)
+    assert not _SQL.search("select one of these: update the docs, then delete from memory")
