@@ -28,7 +28,7 @@ from typing import Final
 import anyio
 
 from service.budget import Governor, Usage
-from service.config import Config
+from service.config import Config, EngineConfig, ReviewConfig, TriggersConfig
 from service.engine.base import Engine, EngineRequest, EngineResult, ReviewMode, unknown_usage
 from service.github import GitHubClient
 from service.health import Health
@@ -67,13 +67,14 @@ class CheckoutError(RuntimeError):
 
 @dataclass(frozen=True)
 class JobSettings:
-    """The configuration a job reads (``from_config`` takes it from ``Config``)."""
+    """The configuration a job reads (``from_config`` takes it from ``Config``); the
+    config's keys default to what their declarations say."""
 
-    excluded_paths: tuple[str, ...] = ("*.lock", "**/vendor/**")
-    max_diff_lines: int = 5000
-    max_turns: int = 30
-    wall_clock_seconds: float = 900.0
-    auto_review: bool = True
+    excluded_paths: tuple[str, ...] = ReviewConfig.excluded_paths
+    max_diff_lines: int = ReviewConfig.max_diff_lines
+    max_turns: int = EngineConfig.max_turns
+    wall_clock_seconds: float = float(EngineConfig.wall_clock_seconds)
+    auto_review: bool = TriggersConfig.auto_review
     estimate_default: Estimator = field(default_factory=Estimator)
     engine_grace_seconds: float = ENGINE_GRACE_SECONDS
     guideline_paths: tuple[str, ...] = GUIDELINE_PATHS

@@ -1,0 +1,370 @@
+"""The config's schema: one frozen dataclass per section, each key declared on its field.
+
+A declaration (``service.config.declare.key``) carries the key's kind, default, bounds
+and the one-line doc that docs/CONFIG.md's key tables are rendered from. Sections are
+keyword-only, so a field's place is the order the keys are read and documented in.
+Checks a kind cannot express live in ``checks.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from service.config.checks import (
+    api_root_problem,
+    engine_api_url_problem,
+    env_name_problem,
+    github_credentials,
+    mention_problem,
+    one_of,
+    public_url_problem,
+    webhook_path_problem,
+)
+from service.config.declare import Key, Section, key, keys, section
+from service.engine.sandbox import ISOLATIONS
+from service.secret import Secret
+
+# Names of environment variables, not secrets.
+ENV_PRIVATE_KEY: Final = "GITHUB_APP_PRIVATE_KEY"
+ENV_WEBHOOK_SECRET: Final = "GITHUB_WEBHOOK_SECRET"  # noqa: S105
+ENV_WEBHOOK_SECRET_PREVIOUS: Final = "GITHUB_WEBHOOK_SECRET_PREVIOUS"  # noqa: S105
+
+ENGINE_KINDS: Final = ("claude_code", "anthropic", "openai_compatible")
+ENGINE_RESPONSE_FORMATS: Final = ("json_object", "json_schema", "none")
+ASSOCIATIONS: Final = (
+    "OWNER",
+    "MEMBER",
+    "COLLABORATOR",
+    "CONTRIBUTOR",
+    "FIRST_TIME_CONTRIBUTOR",
+    "FIRST_TIMER",
+    "MANNEQUIN",
+    "NONE",
+)
+#: What a run is assumed to cost, in dollars per million tokens, until enough runs have
+#: reported their cost (see service/budget/dollars.py). List prices of the larger models.
+DEFAULT_USD_PER_MILLION_TOKENS: Final = 15
+
+_REPO_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/(?!\.\.?$)[A-Za-z0-9._-]{1,100}")
+_LOGIN_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}")
+_ABSOLUTE_PATH: Final = re.compile(r"/.*")
+_ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _strip_slash(value: str) -> str:
+    return value.rstrip("/")
+
+
+def _secrets(values: tuple[Any, ...]) -> tuple[Secret, ...]:
+    # The same secret twice (current and previous) is one secret.
+    return tuple(dict.fromkeys(v for v in values if v is not None))
+
+
+@dataclass(frozen=True, kw_only=True)
+class GitHubConfig:
+    """The App's identity and what it may act on. ``webhook_secrets``: the first is
+    current; a second is accepted during a rotation."""
+
+    app_id: int = key("int",
+        "The numeric App ID from the App's settings page. Integer ≥ 1.",
+        hint="the numeric App ID from the App's settings page", registration=True)
+    private_key: Secret = key("secret",
+        "Path to the App's private key (PEM). See Secrets.",
+        env=ENV_PRIVATE_KEY, pem=True, registration=True, name='private_key_file')
+    webhook_secrets: tuple[Secret, ...] = keys(
+        Key(name="webhook_secret_file", kind="secret",
+            doc="Path to the webhook secret used to verify `X-Hub-Signature-256`.",
+            env=ENV_WEBHOOK_SECRET, registration=True),
+        Key(name="previous_webhook_secret_file", kind="secret", default=None,
+            doc="The old webhook secret, accepted as well during a rotation.",
+            env=ENV_WEBHOOK_SECRET_PREVIOUS),
+        combine=_secrets)
+    api_url: str = key("str",
+        "REST API root. For GitHub Enterprise Server: `https://HOST/api/v3`. Must be an "
+        "`http`/`https` URL without a query; a trailing `/` is dropped.",
+        'https://api.github.com', normalize=_strip_slash, check=api_root_problem)
+    repositories: tuple[str, ...] = key("strs",
+        "Allowlist of `owner/name`. Empty means every repository the App is installed on. "
+        "Entries must look like `owner/name`; the same repository twice (in any letter case) is "
+        "an error.",
+        (), pattern=_REPO_RE, shape='owner/name', fold_case=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerConfig:
+    host: str = key("str",
+        "Address the HTTP server listens on. A webhook receiver has to be reachable by GitHub.",
+        '0.0.0.0')  # noqa: S104 - a webhook receiver listens beyond loopback
+    port: int = key("int",
+        "Port, 1–65535.",
+        8080, maximum=65535)
+    webhook_path: str = key("str",
+        "Path GitHub posts deliveries to. Must start with `/`, contain no whitespace, `?` or "
+        "`#`, and not be `/healthz` or `/budget`.",
+        '/webhook', check=webhook_path_problem)
+    admin_token: Secret | None = key("secret",
+        "Path to a bearer token. When set, `GET /budget` requires `Authorization: Bearer "
+        "<token>`; when not, it is open.",
+        None, name='admin_token_file')
+    max_body_bytes: int = key("int",
+        "Larger webhook bodies are answered 413.",
+        25 * 1024 * 1024, note="(25 MiB, GitHub's cap)")
+    public_url: str | None = key("str?",
+        "The URL GitHub and your browser reach this server at, e.g. "
+        "`https://reviews.example.com` (a path is allowed, for a reverse proxy; no query or "
+        "fragment; a trailing `/` is dropped). Used only to register the App: the webhook URL "
+        "is `{public_url}{webhook_path}`, GitHub's redirect goes to "
+        "`{public_url}/setup/callback`. `serve --public-url` overrides it; without either, "
+        "`http://{host}:{port}` (`localhost` for a wildcard host).",
+        None, check=public_url_problem, normalize=_strip_slash)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreConfig:
+    path: str = key("str",
+        "The SQLite file. Relative to the config file's directory; `Config.store.path` is "
+        "always absolute. See docs/STORAGE.md.",
+        'state.db')
+
+
+@dataclass(frozen=True, kw_only=True)
+class PollerConfig:
+    interval_seconds: int = key("int",
+        "Seconds between poll cycles. The poller is the source of truth; webhooks only make the "
+        "agent react sooner.",
+        300)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TriggersConfig:
+    mention: str = key("str",
+        "The word that addresses the agent in a comment (`@claude review`, `@claude describe`). "
+        "One word starting with `@`, no spaces.",
+        '@claude', check=mention_problem)
+    auto_review: bool = key("bool",
+        "Review pull requests when opened, reopened or marked ready for review (drafts are "
+        "skipped).",
+        True)
+    on_push: bool = key("bool",
+        "Re-review incrementally when new commits are pushed (`synchronize`).",
+        False)
+    allowed_associations: tuple[str, ...] = key("strs",
+        "Comment authors whose `author_association` is one of these may trigger the agent. "
+        "Values must be GitHub's names: `OWNER`, `MEMBER`, `COLLABORATOR`, `CONTRIBUTOR`, "
+        "`FIRST_TIME_CONTRIBUTOR`, `FIRST_TIMER`, `MANNEQUIN`, `NONE`.",
+        ("OWNER", "MEMBER", "COLLABORATOR"), allowed=ASSOCIATIONS)
+    allowed_users: tuple[str, ...] = key("strs",
+        "GitHub logins allowed regardless of association.",
+        (), pattern=_LOGIN_RE, shape='a GitHub login', fold_case=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkersConfig:
+    count: int = key("int",
+        "Reviews run at once.",
+        2)
+    lease_seconds: int = key("int",
+        "How long a claimed job is held. A worker that dies leaves its lease to expire and the "
+        "job becomes claimable again. Keep it above `engine.wall_clock_seconds`.",
+        1200)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineConfig:
+    kind: str = key("str",
+        "One of `claude_code`, `anthropic`, `openai_compatible`.",
+        'claude_code', check=one_of(ENGINE_KINDS))
+    response_format: str = key("str",
+        "`openai_compatible`: `json_object`, `json_schema` or `none`, as the server supports.",
+        'json_object', check=one_of(ENGINE_RESPONSE_FORMATS))
+    credential_env: tuple[str, ...] = key("strs",
+        "The environment variables passed to `claude`, which gets a scrubbed environment and "
+        "nothing else. A `GH_*` or `GITHUB_*` name is refused: the engine never sees a GitHub "
+        "credential. Add `ANTHROPIC_API_KEY` only if you mean the CLI to bill that key. The "
+        "CLI's HOME is new for every run, so a login saved by `claude login` is not used: give "
+        "the token from `claude setup-token`.",
+        ("CLAUDE_CODE_OAUTH_TOKEN",), pattern=_ENV_NAME, shape="an environment variable name",
+        check=github_credentials)
+    api_url: str | None = key("str?",
+        "`anthropic`: the Messages API's root, without `/v1` (default "
+        "`https://api.anthropic.com`). `openai_compatible`: required, with `/v1`, e.g. "
+        "`http://localhost:11434/v1`.",
+        None, check=engine_api_url_problem)
+    api_key_env: str | None = key("str?",
+        "The variable holding the API key (`anthropic` defaults to `ANTHROPIC_API_KEY`; a local "
+        "`openai_compatible` server may need none).",
+        None, check=env_name_problem)
+    isolation: str = key("str",
+        "`claude_code`: each review is confined by the kernel to its worktree, a throwaway HOME "
+        "and the CLI's own install, so a persuaded model cannot read the App's key, this config "
+        "or the store "
+        "([SECURITY](SECURITY.md#a-pull-request-tells-the-model-to-read-the-hosts-files)). The "
+        "workers refuse to start when that cannot be proven on this host. `none` turns it off "
+        "(logged as a warning).",
+        'landlock', check=one_of(ISOLATIONS))
+    isolation_read_paths: tuple[str, ...] = key("strs",
+        "Absolute paths the confined CLI may also read (a wrapper script's files). A path that "
+        "holds a secret, the config or the store is refused at start.",
+        (), pattern=_ABSOLUTE_PATH, shape='an absolute path')
+    isolation_write_paths: tuple[str, ...] = key("strs",
+        "Absolute paths the confined CLI may also write.",
+        (), pattern=_ABSOLUTE_PATH, shape='an absolute path')
+    command: str = key("str",
+        "The executable for `claude_code`.",
+        'claude')
+    model: str | None = key("str?",
+        "Model name; `null` lets `claude_code` choose its default. Required for `anthropic` and "
+        "`openai_compatible`.",
+        None)
+    max_turns: int = key("int",
+        "Cap on agentic turns per review.",
+        30)
+    wall_clock_seconds: int = key("int",
+        "A review running longer is stopped (its whole process group is killed).",
+        900)
+    kill_grace_seconds: int = key("int",
+        "After the wall clock, SIGTERM, then SIGKILL this many seconds later.",
+        5)
+    max_tokens: int = key("int",
+        "The longest answer asked of the model (`anthropic`, `openai_compatible`); each call "
+        "also gets no more than what is left of `max_run_tokens` after its input, so a run "
+        "never spends more than it reserved "
+        "([ENGINE](ENGINE.md#the-http-engines-the-reservation-is-a-cap)).",
+        8192)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReviewConfig:
+    excluded_paths: tuple[str, ...] = key("strs",
+        "Glob patterns of files left out of the diff the engine sees.",
+        ("*.lock", "**/vendor/**"))
+    max_diff_lines: int = key("int",
+        "Cap on the size, in lines, of a diff sent for review.",
+        5000)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PublishConfig:
+    """How results reach GitHub."""
+
+    dry_run: bool = key("bool",
+        "Do everything except post to GitHub (runs are recorded as `dry_run`; no 👀, no "
+        "notices). Reloadable with SIGHUP.",
+        False)
+    describe_updates_body: bool = key("bool",
+        "`@claude describe` writes the description into the pull request's body, between marked "
+        "lines that keep the author's own text, instead of posting it as a comment.",
+        False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetentionConfig:
+    """Purging review content from ``runs`` once a pull request closes or merges.
+    The ledger is never purged."""
+
+    purge_after_close: bool = key("bool",
+        "Delete stored review content once a pull request is closed or merged. The token ledger "
+        "is never pruned.",
+        True)
+    delay_hours: int = key("int",
+        "How long after the close the content is purged (an integer ≥ 0).",
+        0, minimum=0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetConfig:
+    """The spending rails. ``enabled: false`` is an emergency brake: nothing is admitted.
+
+    Limits are derived once, here, and floored to whole tokens after the share (and the
+    seventh, for the daily window) are applied; the share never appears elsewhere.
+
+    The first five fields are the *shared* policy (one ``budget_policy`` row that every
+    process on a store obeys); ``per_actor_pct`` (100 = no per-person cap),
+    ``max_reviews_per_pr`` (runs per pull request per 24 h) and ``monthly_usd`` (None =
+    no dollar cap) are this process's own.
+    """
+
+    enabled: bool = key("bool",
+        "`false` is a **hard stop: nothing is admitted**. It is the emergency brake, not "
+        "\"unlimited\".",
+        True)
+    session_tokens: int = key("int",
+        "Your estimate of the plan's rolling 5-hour token limit.",
+        hint="your estimate of the plan's rolling 5-hour limit")
+    weekly_tokens: int = key("int",
+        "Your estimate of the plan's rolling weekly token limit.",
+        hint="your estimate of the plan's rolling weekly limit")
+    max_run_tokens: int = key("int",
+        "Tokens reserved for each run before it starts. Must fit in the smallest window "
+        "(session and daily limits).",
+        hint='the tokens reserved for each run')
+    reviewer_share_pct: int = key("int",
+        "The share of each plan window the agent may use, 1–100. The rest is headroom for "
+        "people using the same plan.",
+        40, maximum=100)
+    per_actor_pct: int = key("int",
+        "The share of each window one person's runs may take, 1–100: a `pr_opened` is charged "
+        "to the pull request's author, a mention to the comment's author. A person at their cap "
+        "waits while other people's work is admitted. Must leave room for one run in the "
+        "smallest window.",
+        100, maximum=100, note='(no cap)')
+    max_reviews_per_pr: int = key("int",
+        "At most this many runs per pull request in any 24 hours (integer ≥ 1). Runs settled at "
+        "zero as refused, closed or engine-unavailable do not count.",
+        5)
+    monthly_usd: float | None = key("usd",
+        "A cap, in dollars, on what runs cost over a trailing 30 days, from the cost the engine "
+        "reports (Claude Code's headless runs draw on a monthly dollar credit). Runs that "
+        "report no cost are charged at the estimated rate. Must pay for one run of "
+        "`max_run_tokens` at the starting estimate of $15 per million tokens.",
+        None, note='(no cap)')
+
+    @property
+    def session_limit(self) -> int:
+        return self.session_tokens * self.reviewer_share_pct // 100
+
+    @property
+    def weekly_limit(self) -> int:
+        return self.weekly_tokens * self.reviewer_share_pct // 100
+
+    @property
+    def daily_limit(self) -> int:
+        return self.weekly_tokens * self.reviewer_share_pct // 100 // 7
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    github: GitHubConfig
+    triggers: TriggersConfig
+    budget: BudgetConfig
+    server: ServerConfig = field(default_factory=ServerConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
+    poller: PollerConfig = field(default_factory=PollerConfig)
+    workers: WorkersConfig = field(default_factory=WorkersConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    review: ReviewConfig = field(default_factory=ReviewConfig)
+    publish: PublishConfig = field(default_factory=PublishConfig)
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
+
+
+#: Every section, in the order they are read and documented.
+SECTIONS: Final[tuple[Section, ...]] = (
+    section("github", GitHubConfig, required=True, title="(required section)",
+            hint="needs app_id, and the private key and webhook secret from *_file keys "
+                 "or the environment"),
+    section("server", ServerConfig),
+    section("store", StoreConfig),
+    section("poller", PollerConfig),
+    section("triggers", TriggersConfig, required=True,
+            title="(required section; `{}` takes every default)",
+            hint="write `triggers: {}` to take every default"),
+    section("workers", WorkersConfig),
+    section("engine", EngineConfig),
+    section("review", ReviewConfig),
+    section("publish", PublishConfig),
+    section("retention", RetentionConfig),
+    section("budget", BudgetConfig, required=True, title="(required section)",
+            hint="needs session_tokens, weekly_tokens and max_run_tokens: your own estimates"),
+)

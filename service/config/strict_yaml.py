@@ -1,0 +1,91 @@
+"""The config file itself: strict YAML, read from disk, then validated.
+
+PyYAML keeps the last of two equal keys without a word; this loader records every
+repeated key as a problem instead, because a silently ignored setting is a setting the
+operator believes is in force and is not.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import yaml
+
+from service.config.errors import ConfigError
+from service.config.reader import show
+from service.config.schema import Config
+from service.config.secrets import read_text
+from service.config.validate import parse_config
+
+__all__ = ["load_config"]
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, but a key repeated in one mapping is recorded, not overwritten."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.duplicates: list[str] = []
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[object, object]:
+    loader.flatten_mapping(node)
+    seen: set[object] = set()
+    for key_node, _ in node.value:
+        if isinstance(key_node, yaml.ScalarNode):
+            key = loader.construct_object(key_node)
+            if key in seen:
+                mark = key_node.start_mark
+                loader.duplicates.append(
+                    f"line {mark.line + 1}, column {mark.column + 1}: "
+                    f"duplicate key {show(key)} (only the last one would take effect)"
+                )
+            seen.add(key)
+    return loader.construct_mapping(node)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def load_config(path: str | os.PathLike[str], environ: Mapping[str, str]) -> Config:
+    """Read the YAML file at ``path`` and validate it (see ``parse_config``).
+
+    Relative paths inside the file resolve against the file's own directory, so a config
+    behaves the same whatever the working directory of the process reading it.
+    """
+    file = Path(path)
+    try:
+        text = read_text(file)
+    except ValueError as exc:
+        raise ConfigError([f"config file: {exc}"]) from None
+    loader = _StrictLoader(text)
+    try:
+        data = loader.get_single_data()
+    except yaml.YAMLError as exc:
+        raise ConfigError([_yaml_problem(exc)]) from None
+    finally:
+        loader.dispose()
+    if data is None:
+        raise ConfigError([f"config file: {file} is empty"])
+    # abspath, not resolve(): a config reached through a symlink (a Kubernetes secret mount)
+    # keeps its paths relative to where the operator put it, not to the link's target.
+    base_dir = Path(os.path.abspath(file)).parent
+    try:
+        config = parse_config(data, environ, base_dir)
+    except ConfigError as exc:
+        if exc.registration_needed and not loader.duplicates:
+            raise
+        raise ConfigError(loader.duplicates + exc.problems) from None
+    if loader.duplicates:
+        raise ConfigError(loader.duplicates)
+    return config
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        what = " ".join(x for x in (exc.context, exc.problem) if x)
+        return f"invalid YAML at line {mark.line + 1}, column {mark.column + 1}: {what}"
+    return f"invalid YAML: {exc}"
