@@ -21,6 +21,15 @@ from service.triggers import Close, Decision, Enqueue, Ignore
 
 log = logging.getLogger(__name__)
 
+@dataclass(frozen=True)
+class Decided:
+    """A decision, and when its event was received (a webhook) or seen (a poll): the
+    time the queue rows it asks for are enqueued at."""
+
+    decision: Decision
+    at: datetime
+
+
 @dataclass
 class Applied:
     """The effect of one or more decisions: what was enqueued, cancelled, or ignored."""
@@ -45,15 +54,15 @@ def apply_decision(
 ) -> Applied:
     """Carry out ``decision`` inside ``conn``'s transaction and say what happened."""
     result = applied if applied is not None else Applied()
-    result.add(apply_decisions(conn, queue, [(decision, now)])[0])
+    result.add(apply_decisions(conn, queue, [Decided(decision, now)])[0])
     return result
 
 
 def apply_decisions(
     conn: Transaction, queue: ReviewQueue,
-    decisions: Sequence[tuple[Decision, datetime]],
+    decisions: Sequence[Decided],
 ) -> list[Applied]:
-    """Carry out each ``(decision, now)`` in order inside ``conn``'s transaction.
+    """Carry out each decision in order inside ``conn``'s transaction.
 
     Returns one ``Applied`` per decision.
 
@@ -65,13 +74,14 @@ def apply_decisions(
     run: list[int] = []  # indexes of the enqueues not yet written
 
     def flush() -> None:
-        jobs = [(cast(Enqueue, decisions[i][0]).job, decisions[i][1]) for i in run]
+        jobs = [(cast(Enqueue, decisions[i].decision).job, decisions[i].at) for i in run]
         for i, (job, _), new in zip(run, jobs, queue.enqueue_many(jobs, conn=conn),
                                     strict=True):
             (results[i].enqueued if new else results[i].duplicates).append(job.dedupe_key)
         run.clear()
 
-    for index, (decision, now) in enumerate(decisions):
+    for index, decided in enumerate(decisions):
+        decision = decided.decision
         if isinstance(decision, Enqueue):
             run.append(index)
             continue
@@ -81,7 +91,7 @@ def apply_decisions(
             results[index].cancelled.extend(
                 queue.cancel_pull_request(decision.repo, decision.pr_number, conn=conn))
             closures.record_close(conn, decision.repo, decision.pr_number,
-                                  merged=decision.merged, at=now)
+                                  merged=decision.merged, at=decided.at)
         elif isinstance(decision, Ignore):
             results[index].ignored = decision.reason
     if run:

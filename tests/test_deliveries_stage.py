@@ -36,7 +36,7 @@ def deliveries_log(store: SqliteStore) -> DeliveryLog:
 
 def opened_pr(number: int, delivery_id: str) -> Received:
     payload = p.pull_request_event("opened", p.pull_request(number, head_sha=f"{number:040x}"))
-    return Received(delivery_id, "pull_request", json.dumps(payload).encode(), None)
+    return Received(delivery_id, "pull_request", json.dumps(payload).encode(), None, NOW)
 
 
 def committed_rows(store: SqliteStore, table: str) -> int:
@@ -48,8 +48,8 @@ def test_a_staged_batch_is_written_but_not_committed_or_logged_until_its_commit(
         store: SqliteStore, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="service.webhook.deliveries")
     log = deliveries_log(store)
-    batch = [(opened_pr(1, "d-1"), NOW), (opened_pr(2, "d-2"), NOW),
-             (Received("d-bad", "pull_request", b"{not json", None), NOW)]
+    batch = [opened_pr(1, "d-1"), opened_pr(2, "d-2"),
+             Received("d-bad", "pull_request", b"{not json", None, NOW)]
 
     staged = log.stage(batch)
 
@@ -77,19 +77,19 @@ def test_stage_does_not_wait_for_another_writer(store: SqliteStore) -> None:
     log = deliveries_log(store)
     with sqlite3.connect(store.path, isolation_level=None) as other:
         other.execute("BEGIN IMMEDIATE")
-        assert log.stage([(opened_pr(1, "d-1"), NOW)]) is None
+        assert log.stage([opened_pr(1, "d-1")]) is None
         other.execute("ROLLBACK")
 
-    assert log.receive_batch([(opened_pr(1, "d-1"), NOW)])[0].status == 202  # type: ignore[union-attr]
+    assert log.receive_batch([opened_pr(1, "d-1")])[0].status == 202  # type: ignore[union-attr]
 
 
 def test_a_batch_with_a_big_body_is_left_to_the_blocking_path(store: SqliteStore) -> None:
     log = deliveries_log(store)
     payload = p.pull_request_event("opened", p.pull_request(3, head_sha="c" * 40))
     payload["padding"] = "x" * ON_LOOP_BYTES
-    big = Received("d-big", "pull_request", json.dumps(payload).encode(), None)
+    big = Received("d-big", "pull_request", json.dumps(payload).encode(), None, NOW)
 
-    assert log.stage([(opened_pr(1, "d-1"), NOW), (big, NOW)]) is None
+    assert log.stage([opened_pr(1, "d-1"), big]) is None
     assert committed_rows(store, "deliveries") == 0
 
 
@@ -100,7 +100,7 @@ def test_a_batch_that_fails_is_rolled_back_and_left_to_the_blocking_path(
         conn.execute("CREATE TRIGGER fail_bad AFTER INSERT ON deliveries"
                      " WHEN NEW.delivery_id = 'bad'"
                      " BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
-    batch = [(opened_pr(1, "ok"), NOW), (opened_pr(2, "bad"), NOW)]
+    batch = [opened_pr(1, "ok"), opened_pr(2, "bad")]
 
     assert log.stage(batch) is None
     assert committed_rows(store, "queue") == 0
@@ -116,8 +116,8 @@ def test_a_batch_that_fails_is_rolled_back_and_left_to_the_blocking_path(
 def test_a_failed_commit_fails_the_written_deliveries_and_not_the_refused(
         store: SqliteStore) -> None:
     log = deliveries_log(store)
-    staged = log.stage([(opened_pr(1, "d-1"), NOW),
-                        (Received("d-bad", "pull_request", b"[]", None), NOW)])
+    staged = log.stage([opened_pr(1, "d-1"),
+                        Received("d-bad", "pull_request", b"[]", None, NOW)])
     assert staged is not None
     staged.commit()  # (committed here only to end the transaction)
 
@@ -132,7 +132,7 @@ def test_a_batch_with_nothing_to_write_takes_no_transaction(store: SqliteStore) 
     holder = store.try_begin()  # if stage needed one, it could not have it
     assert holder is not None
 
-    staged = log.stage([(Received("d-bad", "ping", b"", None), NOW)])
+    staged = log.stage([Received("d-bad", "ping", b"", None, NOW)])
 
     assert staged is not None
     staged.commit()

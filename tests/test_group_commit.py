@@ -9,13 +9,11 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
 
 import pytest
 
 from service.webhook.group_commit import PROBE_EVERY, GroupCommit
 
-NOW = datetime(2026, 5, 4, 12, 0, tzinfo=UTC)
 Outcome = str | Exception
 
 
@@ -60,20 +58,20 @@ class FakeStore:
         self.fail_write: Exception | None = None
         self.answer = _outcomes
 
-    def stage(self, batch: Sequence[tuple[int, datetime]]) -> FakeStaged | None:
+    def stage(self, batch: Sequence[int]) -> FakeStaged | None:
         if self.fail_stage is not None:
             raise self.fail_stage
         if self.busy:
             return None
-        values = [v for v, _ in batch]
+        values = list(batch)
         self.staged.append(values)
         return FakeStaged(self, values)
 
-    def write(self, batch: Sequence[tuple[int, datetime]]) -> list[Outcome]:
+    def write(self, batch: Sequence[int]) -> list[Outcome]:
         self.write_threads.append(threading.current_thread())
         if self.fail_write is not None:
             raise self.fail_write
-        values = [v for v, _ in batch]
+        values = list(batch)
         self.written.append(values)
         return _outcomes(values)
 
@@ -99,13 +97,13 @@ def _writer(store: FakeStore, **options: object) -> GroupCommit[int, str]:
 
 async def _submit_all(writer: GroupCommit[int, str], values: Sequence[int]
                       ) -> list[str | BaseException]:
-    return await asyncio.gather(*(writer.submit(v, NOW) for v in values),
+    return await asyncio.gather(*(writer.submit(v) for v in values),
                                 return_exceptions=True)
 
 
 def _thread_mode(store: FakeStore) -> GroupCommit[int, str]:
     writer = _writer(store, inline_sync=0.001, timer=ScriptedTimer(iter([1.0] * 1000)))
-    assert asyncio.run(writer.submit(0, NOW)) == "done 0"  # on the loop, and slow
+    assert asyncio.run(writer.submit(0)) == "done 0"  # on the loop, and slow
     assert not writer.syncs_on_loop
     return writer
 
@@ -140,14 +138,14 @@ def test_a_batchs_answers_go_out_before_the_next_batch_is_written() -> None:
     answered: list[int] = []
     answered_at_stage: list[list[int]] = []
 
-    def stage(batch: Sequence[tuple[int, datetime]]) -> FakeStaged | None:
+    def stage(batch: Sequence[int]) -> FakeStaged | None:
         answered_at_stage.append(list(answered))
         return store.stage(batch)
 
     writer: GroupCommit[int, str] = GroupCommit(stage, store.write, max_batch=2)
 
     async def one(value: int) -> None:
-        await writer.submit(value, NOW)
+        await writer.submit(value)
         answered.append(value)
 
     async def scenario() -> None:
@@ -167,7 +165,7 @@ def test_while_a_slow_sync_runs_on_a_thread_the_loop_serves_and_gathers_the_next
 
     async def scenario() -> list[str | BaseException]:
         nonlocal ticks
-        first = asyncio.ensure_future(writer.submit(1, NOW))
+        first = asyncio.ensure_future(writer.submit(1))
         while not store.committing.is_set():  # the loop is free while the sync runs
             ticks += 1
             await asyncio.sleep(0.001)
@@ -192,7 +190,7 @@ def test_slow_syncs_move_commits_to_a_thread_and_a_quick_probe_brings_them_back(
     async def scenario() -> None:
         for value in range(5 + PROBE_EVERY + 1):
             on_loop.append(writer.syncs_on_loop)
-            assert await writer.submit(value, NOW) == f"done {value}"
+            assert await writer.submit(value) == f"done {value}"
 
     asyncio.run(scenario())
     # The first 30 ms sync takes the average to under 4 ms, the second over 5 ms: the
@@ -212,7 +210,7 @@ def test_a_lone_slow_sync_keeps_commits_on_the_loop() -> None:
 
     async def scenario() -> None:
         for value in range(4):
-            await writer.submit(value, NOW)
+            await writer.submit(value)
             assert writer.syncs_on_loop
 
     asyncio.run(scenario())
@@ -247,7 +245,7 @@ def test_a_failure_fails_its_batch_and_the_next_batch_is_written(where: str) -> 
     async def scenario() -> tuple[list[str | BaseException], str]:
         failed = await _submit_all(writer, [1, 2])
         setattr(store, f"fail_{where}", None)
-        return failed, await writer.submit(3, NOW)
+        return failed, await writer.submit(3)
 
     failed, later = asyncio.run(scenario())
     assert all(isinstance(f, OSError) for f in failed)
@@ -265,7 +263,7 @@ def test_the_wrong_number_of_outcomes_fails_the_batch(path: str) -> None:
     writer = _writer(store)
 
     with pytest.raises(RuntimeError, match="0 outcomes for 1 items"):
-        asyncio.run(writer.submit(1, NOW))
+        asyncio.run(writer.submit(1))
 
 
 def test_a_cancelled_request_is_still_written_and_harms_nobody() -> None:
@@ -273,7 +271,7 @@ def test_a_cancelled_request_is_still_written_and_harms_nobody() -> None:
     writer = _writer(store)
 
     async def scenario() -> list[str | BaseException]:
-        doomed = asyncio.ensure_future(writer.submit(1, NOW))
+        doomed = asyncio.ensure_future(writer.submit(1))
         others = asyncio.ensure_future(_submit_all(writer, [2, 3]))
         await asyncio.sleep(0)
         doomed.cancel()
@@ -291,10 +289,10 @@ def test_a_delivery_from_another_loop_while_one_drains_is_written_alone() -> Non
     other: list[str] = []
 
     async def scenario() -> str:
-        first = asyncio.ensure_future(writer.submit(1, NOW))
+        first = asyncio.ensure_future(writer.submit(1))
         await asyncio.to_thread(store.committing.wait, 5)
         # Another thread runs another loop and submits while this one's batch commits.
-        thread = threading.Thread(target=lambda: other.append(asyncio.run(writer.submit(2, NOW))))
+        thread = threading.Thread(target=lambda: other.append(asyncio.run(writer.submit(2))))
         thread.start()
         await asyncio.to_thread(thread.join, 5)
         store.release.set()
@@ -324,7 +322,7 @@ def test_requests_still_waiting_when_the_writer_is_cancelled_are_told() -> None:
     outcomes = asyncio.run(scenario())
     assert all(isinstance(o, RuntimeError) and "stopped" in str(o) for o in outcomes)
     assert not writer.draining
-    assert asyncio.run(writer.submit(3, NOW)) == "done 3"  # and the writer still works
+    assert asyncio.run(writer.submit(3)) == "done 3"  # and the writer still works
 
 
 def test_max_batch_must_be_positive() -> None:

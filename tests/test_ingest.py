@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.ingest import Applied, apply_decision, apply_decisions
+from service.ingest import Applied, Decided, apply_decision, apply_decisions
 from service.storage import SqliteStore, to_db_time
 from service.storage.agent_comments import AgentComments
 from service.storage.queue import ReviewQueue
@@ -136,12 +136,12 @@ def test_a_batch_of_decisions_does_what_they_would_one_at_a_time(
     with SqliteStore(tmp_path_factory.mktemp("batch") / "state.db") as store:
         queue = ReviewQueue(store)
         with store.transaction() as conn:  # what the queue held already
-            apply_decisions(conn, queue, [(d, T0) for d in before])
+            apply_decisions(conn, queue, [Decided(d, T0) for d in before])
         for decision in before:
             model.apply(decision)
 
         with store.transaction() as conn:
-            applied = apply_decisions(conn, queue, [(d, T0) for d in batch])
+            applied = apply_decisions(conn, queue, [Decided(d, T0) for d in batch])
 
         assert applied == [model.apply(decision) for decision in batch]
         with store.read() as conn:

@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 import anyio.to_thread
 
 from service.github import GitHubClient
-from service.ingest import Applied, apply_decisions
+from service.ingest import Applied, Decided, apply_decisions
 from service.jobs import CommentSource
 from service.storage import Database, Transaction, closures, watermark_key
 from service.storage import queue as queue_table
@@ -193,7 +193,7 @@ class RepositoryPoller:
         """Decide and apply inside one write transaction (runs in a worker thread)."""
         applied = Applied()
         with self._store.transaction() as conn:
-            decisions = [(decision, now) for decision in decide(conn)]
+            decisions = [Decided(decision, now) for decision in decide(conn)]
             for one in apply_decisions(conn, self._queue, decisions):
                 applied.add(one)
         return applied

@@ -30,7 +30,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from service.github.webhooks import PayloadError, parse_body
-from service.ingest import Applied, apply_decisions
+from service.ingest import Applied, Decided, apply_decisions
 from service.storage import (
     STORE_ERRORS as _STORE_ERRORS,
 )
@@ -86,16 +86,22 @@ def _sql_id(value: object) -> int | None:
 
 @dataclass(frozen=True)
 class Received:
-    """A delivery whose signature verified; its body not yet parsed."""
+    """A delivery whose signature verified, and when; its body not yet parsed.
+
+    ``received_at`` is the instant the receiver accepted it: what ``deliveries`` records
+    and what the queue rows it asks for are enqueued at.
+    """
 
     delivery_id: str
     event: str
     body: bytes
     content_type: str | None
+    received_at: datetime
 
     def parse(self) -> Delivery:
         """The parsed delivery (``PayloadError`` if the body is not a payload)."""
-        return Delivery(self.delivery_id, self.event, parse_body(self.body, self.content_type))
+        return Delivery(self.delivery_id, self.event,
+                        parse_body(self.body, self.content_type), self.received_at)
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,7 @@ class Delivery:
     delivery_id: str
     event: str
     payload: Mapping[str, Any]
+    received_at: datetime
 
     @functools.cached_property
     def action(self) -> str | None:
@@ -131,7 +138,7 @@ class Delivery:
         }
 
 
-@dataclass
+@dataclass(frozen=True)
 class Result:
     """What one delivery did: the HTTP answer and the ``deliveries.outcome`` recorded."""
 
@@ -153,44 +160,45 @@ class Result:
         return {"delivery": self.delivery_id, "enqueued": self.enqueued, "ignored": self.ignored}
 
 
-def _describe(result: Result, decision: Decision, applied: Applied) -> None:
-    """Fill in what a trigger delivery did: its answer's lists and its recorded outcome."""
-    result.enqueued = applied.enqueued + applied.duplicates
-    result.ignored = safe_text(applied.ignored)
+def _triggered(delivery_id: str, decision: Decision, applied: Applied) -> Result:
+    """What a trigger delivery did: its answer's lists and its recorded outcome."""
+    ignored = safe_text(applied.ignored)
     if applied.enqueued:
-        result.outcome = "enqueued"
+        outcome = "enqueued"
     elif applied.duplicates:
-        result.outcome = "already_queued"
+        outcome = "already_queued"
     elif isinstance(decision, Close):
-        result.outcome = f"closed:cancelled={len(applied.cancelled)}"
+        outcome = f"closed:cancelled={len(applied.cancelled)}"
     else:
-        result.outcome = f"ignored:{result.ignored}"
+        outcome = f"ignored:{ignored}"
+    return Result(202, outcome, delivery_id, enqueued=applied.enqueued + applied.duplicates,
+                  ignored=ignored)
 
 
 class _Parsed:
     """A batch's bodies parsed: 400 answers for those that are not payloads, a slot each
-    for the rest, to be filled once they are written."""
+    for the rest, filled once they are written."""
 
-    def __init__(self, batch: Sequence[tuple[Received, datetime]]) -> None:
-        self.outcomes: list[Result | Exception] = []
-        self.items: list[tuple[int, tuple[Delivery, datetime]]] = []
+    def __init__(self, batch: Sequence[Received]) -> None:
+        self._outcomes: list[Result | Exception | None] = []
+        self.items: list[tuple[int, Delivery]] = []
         self._refused: list[tuple[Received, str]] = []
-        for received, now in batch:
+        for received in batch:
             try:
-                self.items.append((len(self.outcomes), (received.parse(), now)))
-                self.outcomes.append(Result(0, "", received.delivery_id))  # filled later
+                self.items.append((len(self._outcomes), received.parse()))
+                self._outcomes.append(None)
             except PayloadError as exc:
                 self._refused.append((received, str(exc)))
-                self.outcomes.append(Result(400, "unparseable", received.delivery_id,
-                                            error=f"unparseable body: {exc}"))
+                self._outcomes.append(Result(400, "unparseable", received.delivery_id,
+                                             error=f"unparseable body: {exc}"))
 
     @property
-    def deliveries(self) -> list[tuple[Delivery, datetime]]:
-        return [item for _, item in self.items]
+    def deliveries(self) -> list[Delivery]:
+        return [delivery for _, delivery in self.items]
 
     def fill(self, outcomes: Sequence[Result | Exception]) -> None:
         for (index, _), outcome in zip(self.items, outcomes, strict=True):
-            self.outcomes[index] = outcome
+            self._outcomes[index] = outcome
 
     def log(self) -> list[Result | Exception]:
         """Log what became of each delivery (once its commit is done); the outcomes."""
@@ -198,13 +206,18 @@ class _Parsed:
             log.warning("webhook refused: unparseable body", extra={
                 "delivery_id": received.delivery_id, "event": received.event,
                 "error": error})
-        for index, (delivery, _) in self.items:
-            outcome = self.outcomes[index]
+        outcomes: list[Result | Exception] = []
+        for outcome in self._outcomes:
+            if outcome is None:  # pragma: no cover - every parsed delivery is filled
+                raise RuntimeError("a delivery of the batch has no outcome")
+            outcomes.append(outcome)
+        for index, delivery in self.items:
+            outcome = self._outcomes[index]
             if isinstance(outcome, Result):
                 log.info("webhook delivery", extra={
                     **delivery.log_fields(), "outcome": outcome.outcome,
                     "enqueued": outcome.enqueued})
-        return self.outcomes
+        return outcomes
 
 
 class StagedDeliveries:
@@ -244,7 +257,7 @@ class DeliveryLog:
         self._queue = queue
         self._triggers = triggers
 
-    def stage(self, batch: Sequence[tuple[Received, datetime]]) -> StagedDeliveries | None:
+    def stage(self, batch: Sequence[Received]) -> StagedDeliveries | None:
         """Parse and write ``batch`` in a transaction begun without waiting, left open.
 
         Never blocks: None (nothing done) when another connection holds the write lock, and
@@ -252,7 +265,7 @@ class DeliveryLog:
         one delivery is at fault, fails only that one. A batch with a body over
         ``ON_LOOP_BYTES`` goes that way too: parsing it would hold up the loop.
         """
-        if any(len(received.body) > ON_LOOP_BYTES for received, _ in batch):
+        if any(len(received.body) > ON_LOOP_BYTES for received in batch):
             return None
         parsed = _Parsed(batch)
         if not parsed.items:
@@ -268,9 +281,7 @@ class DeliveryLog:
             return None
         return StagedDeliveries(parsed, transaction)
 
-    def receive_batch(
-        self, batch: Sequence[tuple[Received, datetime]]
-    ) -> list[Result | Exception]:
+    def receive_batch(self, batch: Sequence[Received]) -> list[Result | Exception]:
         """Parse, write and commit ``batch``, waiting for the write lock. Blocking.
 
         An unparseable body is a 400 result, recorded nowhere. If the transaction fails,
@@ -284,9 +295,7 @@ class DeliveryLog:
                 parsed.fill([exc] * len(parsed.items))
         return parsed.log()
 
-    def _ingest(
-        self, batch: Sequence[tuple[Delivery, datetime]]
-    ) -> list[Result | Exception]:
+    def _ingest(self, batch: Sequence[Delivery]) -> list[Result | Exception]:
         """Several deliveries in one transaction: one COMMIT (one WAL sync) for the lot.
 
         Raises when the transaction cannot be had or kept (contention past the busy
@@ -307,43 +316,46 @@ class DeliveryLog:
                 outcomes.append(alone)
         return outcomes
 
-    def _write(self, batch: Sequence[tuple[Delivery, datetime]]) -> list[Result]:
+    def _write(self, batch: Sequence[Delivery]) -> list[Result]:
         with self._store.transaction() as conn:
             return self._write_in(conn, batch)
 
-    def _write_in(self, conn: Transaction,
-                  batch: Sequence[tuple[Delivery, datetime]]) -> list[Result]:
+    def _write_in(self, conn: Transaction, batch: Sequence[Delivery]) -> list[Result]:
         # A few statements per batch, not per delivery: one SELECT for the batch's ids, the
         # queue's few for all its decisions (``apply_decisions``), one INSERT for the rows.
-        ids = [delivery.delivery_id for delivery, _ in batch]
-        results: list[Result] = []
-        recorded: list[tuple[Delivery, datetime, Result]] = []
-        triggered: list[tuple[Result, Decision, datetime]] = []
-        seen = deliveries.seen(conn, ids)
-        for delivery, now in batch:
+        seen = deliveries.seen(conn, [delivery.delivery_id for delivery in batch])
+        results: list[Result | None] = []
+        recorded: list[tuple[int, Delivery]] = []
+        triggered: list[tuple[int, Delivery, Decision]] = []
+        for delivery in batch:
+            index = len(results)
             if delivery.delivery_id in seen:  # recorded before, or earlier in this batch
                 results.append(Result(200, "duplicate", delivery.delivery_id))
                 continue
             seen.add(delivery.delivery_id)
+            recorded.append((index, delivery))
             if delivery.event == "ping":
-                result = Result(200, "ping", delivery.delivery_id)
+                results.append(Result(200, "ping", delivery.delivery_id))
             elif delivery.event in ("installation", "installation_repositories"):
-                result = self._installation(conn, delivery, now)
+                results.append(self._installation(conn, delivery))
             else:
-                result = Result(202, "", delivery.delivery_id)
-                triggered.append((result, self._classify(delivery), now))
-            recorded.append((delivery, now, result))
-            results.append(result)
+                results.append(None)  # known once the batch's decisions are applied
+                triggered.append((index, delivery, self._classify(delivery)))
         if triggered:
-            decisions = [(decision, now) for _, decision, now in triggered]
-            for (result, decision, _), applied in zip(triggered, apply_decisions(
-                    conn, self._queue, decisions), strict=True):
-                _describe(result, decision, applied)
+            decided = [Decided(decision, delivery.received_at)
+                       for _, delivery, decision in triggered]
+            for (index, delivery, decision), applied in zip(
+                    triggered, apply_decisions(conn, self._queue, decided), strict=True):
+                results[index] = _triggered(delivery.delivery_id, decision, applied)
+        done = [result for result in results if result is not None]
+        if len(done) != len(results):  # pragma: no cover - every slot is filled above
+            raise RuntimeError("a delivery of the batch has no result")
         deliveries.record(conn, [
             deliveries.DeliveryRow(delivery.delivery_id, delivery.event, delivery.action,
-                                   delivery.installation_id, now, result.outcome)
-            for delivery, now, result in recorded])
-        return results
+                                   delivery.installation_id, delivery.received_at,
+                                   done[index].outcome)
+            for index, delivery in recorded])
+        return done
 
     def _classify(self, delivery: Delivery) -> Decision:
         try:
@@ -369,22 +381,18 @@ class DeliveryLog:
             return Ignore("malformed_payload", "an id does not fit in 64 bits")
         return decision
 
-    def _installation(self, conn: Transaction, delivery: Delivery,
-                      now: datetime) -> Result:
-        result = Result(202, "", delivery.delivery_id)
+    def _installation(self, conn: Transaction, delivery: Delivery) -> Result:
         try:
             change = change_repositories(
                 conn, delivery.event, delivery.payload, action=delivery.action,
-                installation_id=delivery.installation_id, at=now)
+                installation_id=delivery.installation_id, at=delivery.received_at)
+            ignored = None if change is not None else f"action:{delivery.action}"
         except MalformedInstallation as exc:
             log.warning("installation delivery not understood",
                         extra={"delivery_id": delivery.delivery_id, "error": str(exc)})
-            change, result.ignored = None, "malformed_payload"
+            change, ignored = None, "malformed_payload"
         if change is None:
-            result.ignored = result.ignored or f"action:{delivery.action}"
-            result.outcome = f"ignored:{result.ignored}"
-            return result
-        result.change = change
-        result.outcome = (f"{delivery.event}:{change.action}:"
-                          f"added={len(change.added)},removed={len(change.removed)}")
-        return result
+            return Result(202, f"ignored:{ignored}", delivery.delivery_id, ignored=ignored)
+        return Result(202, f"{delivery.event}:{change.action}:"
+                           f"added={len(change.added)},removed={len(change.removed)}",
+                      delivery.delivery_id, change=change)

@@ -38,7 +38,6 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Final, Generic, Protocol, TypeVar
 
 __all__ = ["GroupCommit", "Staged"]
@@ -71,7 +70,6 @@ class Staged(Protocol[R_co]):
 @dataclass(slots=True)
 class _Item(Generic[T, R]):
     value: T
-    now: datetime
     future: asyncio.Future[R]
 
 
@@ -93,7 +91,7 @@ class GroupCommit(Generic[T, R]):
     batch, or None when it cannot start without waiting; its ``commit`` runs on the loop
     or on a worker thread as the module docstring says (``timer`` measures the syncs).
     ``write(batch)`` is the blocking path, run on a worker thread: it writes and commits
-    the batch itself. Both take ``[(value, now), ...]``; ``write`` and ``Staged`` return one
+    the batch itself. Both take the batch's values; ``write`` and ``Staged`` return one
     outcome per item, a result or the exception that item failed with. An exception raised
     by ``stage``, ``write`` or ``commit`` fails the whole batch.
 
@@ -103,8 +101,8 @@ class GroupCommit(Generic[T, R]):
 
     def __init__(
         self,
-        stage: Callable[[Sequence[tuple[T, datetime]]], Staged[R] | None],
-        write: Callable[[Sequence[tuple[T, datetime]]], Sequence[R | Exception]],
+        stage: Callable[[Sequence[T]], Staged[R] | None],
+        write: Callable[[Sequence[T]], Sequence[R | Exception]],
         *,
         max_batch: int = MAX_BATCH,
         inline_sync: float = INLINE_SYNC_SECONDS,
@@ -133,13 +131,13 @@ class GroupCommit(Generic[T, R]):
         """Whether the next batch's COMMIT runs on the event loop (syncs are quick)."""
         return self._slow == 0
 
-    async def submit(self, value: T, now: datetime) -> R:
+    async def submit(self, value: T) -> R:
         """Queue ``value`` for the next batch and wait until that batch is committed."""
         loop = asyncio.get_running_loop()
         if self._loop is not None and self._loop is not loop:
-            return _single(await self._blocking(loop, [(value, now)]))
+            return _single(await self._blocking(loop, [value]))
         future: asyncio.Future[R] = loop.create_future()
-        self._pending.append(_Item(value, now, future))
+        self._pending.append(_Item(value, future))
         if self._drain_task is None:
             self._loop = loop
             self._drain_task = loop.create_task(self._drain())
@@ -157,7 +155,7 @@ class GroupCommit(Generic[T, R]):
                     break
                 items = self._pending[:self._max_batch]
                 del self._pending[:self._max_batch]
-                outcomes = await self._batch(loop, [(item.value, item.now) for item in items])
+                outcomes = await self._batch(loop, [item.value for item in items])
                 _resolve(items, outcomes)
                 items = []
         finally:
@@ -170,7 +168,7 @@ class GroupCommit(Generic[T, R]):
             self._pending.clear()
 
     async def _batch(self, loop: asyncio.AbstractEventLoop,
-                     batch: list[tuple[T, datetime]]) -> Sequence[R | Exception]:
+                     batch: list[T]) -> Sequence[R | Exception]:
         try:
             staged = self._stage(batch)
         except Exception as exc:
@@ -195,7 +193,7 @@ class GroupCommit(Generic[T, R]):
         return _checked(staged.committed(), batch)
 
     async def _blocking(self, loop: asyncio.AbstractEventLoop,
-                        batch: list[tuple[T, datetime]]) -> Sequence[R | Exception]:
+                        batch: list[T]) -> Sequence[R | Exception]:
         try:
             return _checked(await loop.run_in_executor(None, self._write, batch), batch)
         except Exception as exc:

@@ -172,9 +172,9 @@ class WebhookReceiver:
         if event is None or delivery_id is None:
             missing = "X-GitHub-Event" if event is None else "X-GitHub-Delivery"
             return _error(400, f"missing or invalid {missing} header")
-        received = Received(delivery_id, event, body, headers.get(_CONTENT_TYPE))
+        received = Received(delivery_id, event, body, headers.get(_CONTENT_TYPE), self._clock())
         try:
-            result = await self._writer.submit(received, self._clock())
+            result = await self._writer.submit(received)
         except Exception as exc:
             # The transaction rolled back, so nothing was recorded and a redelivery will be
             # processed in full: 503 is the honest answer whatever failed.
