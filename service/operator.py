@@ -46,6 +46,7 @@ from service.budget import Governor
 from service.config import Config, ConfigError, load_config
 from service.engine.factory import build_engine, engine_homes
 from service.github import GitHubClient, GitHubError, NotFound, sign
+from service.github.names import validate_repo
 from service.health import Health
 from service.identity import AppIdentity
 from service.jobs import Job
@@ -56,7 +57,6 @@ from service.storage import SqliteStore, Transaction, ledger, runs
 from service.storage import queue as queue_table
 from service.storage.queue import Claim, ReviewQueue
 from service.worker import Checkouts, Installations, JobRunner, JobSettings, owner_id, read_pull
-from service.worker.checkout import validate_repo
 
 __all__ = ["ReviewReport", "load_or_report", "replay", "replay_url", "review", "review_once"]
 

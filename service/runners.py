@@ -29,7 +29,7 @@ from service.retention import delay_of, sweep
 from service.worker import JobRunner, JobSettings, WorkerPool
 from service.worker.acknowledge import EarlyAck, SkipAcked
 from service.worker.checkout import Checkouts
-from service.worker.pulls import Installations
+from service.worker.installations import Installations
 
 if TYPE_CHECKING:
     import asyncio

@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from service.github import RateLimit, Repository
+from service.github.payload import github_time
+from service.github.pulls import PullRequest, parse_listed_pull
 from service.poller.pacing import PacingPolicy, estimate_cost, hold_until, next_poll
 from service.poller.streams import (
     Boundary,
@@ -14,13 +16,10 @@ from service.poller.streams import (
     PullAction,
     PullHistory,
     PullMemory,
-    PullState,
     comment_endpoints,
     comment_sighting,
-    github_time,
     next_boundary,
     parse_comment,
-    parse_pull,
     pull_action,
     pulls_endpoint,
     since_param,
@@ -36,8 +35,8 @@ A, B = "a" * 40, "b" * 40
 
 def pr(*, number: int = 1, state: str = "open", draft: bool = False, head: str = A,
        created: datetime = BEFORE, updated: datetime = AFTER,
-       closed: datetime | None = None) -> PullState:
-    return PullState(number=number, state=state, draft=draft, head_sha=head,
+       closed: datetime | None = None) -> PullRequest:
+    return PullRequest(number=number, state=state, draft=draft, head_sha=head,
                      created_at=created, updated_at=updated, closed_at=closed)
 
 
@@ -85,11 +84,12 @@ def test_parse_pull_reads_the_list_shape_and_rejects_what_it_cannot_use() -> Non
     obj = {"number": 4, "state": "closed", "draft": False, "head": {"sha": A.upper()},
            "created_at": "2026-03-02T08:00:00Z", "updated_at": "2026-03-02T09:00:00Z",
            "closed_at": "2026-03-02T09:00:00Z"}
-    assert parse_pull(obj) == PullState(4, "closed", False, A, W - timedelta(hours=1), W, W)
+    expected = PullRequest(4, "closed", False, A, W - timedelta(hours=1), W, W)
+    assert parse_listed_pull(obj) == expected
     for broken in ({**obj, "number": True}, {**obj, "state": "merged"}, {**obj, "head": {}},
                    {**obj, "updated_at": None}, ["not", "an", "object"]):
         with pytest.raises(PayloadError):
-            parse_pull(broken)
+            parse_listed_pull(broken)
 
 
 # -- the boundary and comments ---------------------------------------------------------------
@@ -153,7 +153,7 @@ def test_comment_sightings(created: datetime, updated: datetime, boundary: Bound
     # update or a push look alike, and a restart may not spend allowance
     (pr(), None, NONE, None, PullAction.SKIP),
 ])
-def test_pull_actions(current: PullState, previous: PullState | None, history: PullHistory,
+def test_pull_actions(current: PullRequest, previous: PullRequest | None, history: PullHistory,
                       boundary: Boundary | None, action: PullAction) -> None:
     assert pull_action(current, previous, history, W, boundary).action is action
 

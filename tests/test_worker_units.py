@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from service.github.names import validate_branch, validate_repo
+from service.github.pulls import parse_pull
 from service.jobs import Job
 from service.storage import SqliteStore
 from service.storage.queue import Claim, Lease
@@ -21,8 +23,6 @@ from service.worker.checkout import (
     auth_header,
     git_environment,
     token_config,
-    validate_branch,
-    validate_repo,
 )
 from service.worker.diff import (
     DiffError,
@@ -36,7 +36,6 @@ from service.worker.diff import (
 from service.worker.estimate import DEFAULT_BASE_TOKENS, Estimator
 from service.worker.job import outcome_for
 from service.worker.ports import reaction_path
-from service.worker.pulls import parse_pull
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 
@@ -225,6 +224,7 @@ def test_the_ack_goes_on_the_comment_or_the_pull_request() -> None:
 def _pull(**over: Any) -> dict[str, Any]:
     data: dict[str, Any] = {
         "number": 7, "state": "open", "draft": False, "title": "T", "body": None,
+        "created_at": "2026-03-01T12:00:00Z", "updated_at": "2026-03-01T12:30:00Z",
         "merged": False, "user": {"id": 11},
         "head": {"sha": "b" * 40, "ref": "feature"},
         "base": {"sha": "a" * 40, "ref": "main",

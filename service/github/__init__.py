@@ -39,9 +39,9 @@ from service.github.installations import (
     list_installations,
     mint_installation_token,
 )
+from service.github.payload import PayloadError
 from service.github.ratelimit import RateLimit, RetryPolicy
 from service.github.webhooks import (
-    PayloadError,
     SignatureError,
     check_signature,
     parse_body,

@@ -29,6 +29,7 @@ from urllib.parse import parse_qs
 
 import orjson
 
+from service.github.payload import PayloadError
 from service.secret import Secret
 
 SignatureReason = Literal["no_secret", "missing", "unsupported_algorithm", "malformed", "mismatch"]
@@ -45,8 +46,6 @@ class SignatureError(Exception):
         super().__init__(f"{reason}: {detail}")
 
 
-class PayloadError(ValueError):
-    """A (correctly signed) body that is not a GitHub webhook payload."""
 
 
 def _secret_bytes(secret: bytes | str | Secret) -> bytes:

@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 import anyio.to_thread
 
 from service.github import GitHubClient
+from service.github.pulls import PullRequest, parse_listed_pull
 from service.ingest import Applied, Decided, apply_decisions
 from service.jobs import CommentSource
 from service.storage import Database, Transaction, closures, watermark_key
@@ -64,13 +65,11 @@ from .streams import (
     PullAction,
     PullHistory,
     PullMemory,
-    PullState,
     comment_endpoints,
     comment_seed_endpoints,
     comment_sighting,
     next_boundary,
     parse_comment,
-    parse_pull,
     pull_action,
     pulls_endpoint,
 )
@@ -248,9 +247,9 @@ class RepositoryPoller:
         stored = await self._move_mark(key, seed_key(PULL_REQUESTS, repo), mark, new_mark)
         self._finish(key, report, PULL_REQUESTS, stored)
 
-    def _parse_pull(self, repo: str, obj: object) -> PullState | None:
+    def _parse_pull(self, repo: str, obj: object) -> PullRequest | None:
         try:
-            return parse_pull(obj)
+            return parse_listed_pull(obj)
         except PayloadError as exc:
             log.warning("skipping a malformed pull request in the listing",
                         extra={"repo": repo, "error": str(exc)})
@@ -258,10 +257,10 @@ class RepositoryPoller:
 
     async def _collect_pulls(
         self, repo: str, installation_id: int, page: Page, mark: datetime, tally: Tally,
-    ) -> list[tuple[PullState, Mapping[str, Any]]]:
+    ) -> list[tuple[PullRequest, Mapping[str, Any]]]:
         """Every pull request updated at or after ``mark``, paging newest first until
         one older than the mark shows the rest are older too."""
-        sightings: list[tuple[PullState, Mapping[str, Any]]] = []
+        sightings: list[tuple[PullRequest, Mapping[str, Any]]] = []
         while True:
             assert page.items is not None
             older = False
@@ -307,7 +306,7 @@ class RepositoryPoller:
 
     def _decide_pulls(
         self, conn: Transaction, repo: str,
-        sightings: list[tuple[PullState, Mapping[str, Any]]], mark: datetime,
+        sightings: list[tuple[PullRequest, Mapping[str, Any]]], mark: datetime,
         boundary: Boundary | None,
     ) -> list[Decision]:
         decisions: list[Decision] = []

@@ -30,9 +30,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from service.github.payload import PayloadError, github_time
+from service.github.pulls import PullRequest
 from service.github.urls import repo_path
 from service.jobs import CommentSource
-from service.triggers import PayloadError
 
 PULL_REQUESTS: Final = "pull_requests"
 COMMENTS: Final = "comments"
@@ -95,20 +96,6 @@ def since_param(at: datetime) -> str:
     so flooring can only return more, never less)."""
     _require_aware(at)
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def github_time(obj: Mapping[str, Any], key: str, what: str) -> datetime:
-    """A timestamp field of a REST object (``2024-05-01T12:00:00Z``) as aware UTC."""
-    value = obj.get(key)
-    if not isinstance(value, str):
-        raise PayloadError(f"{what}.{key}: expected an ISO-8601 timestamp, got {value!r}")
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise PayloadError(f"{what}.{key}: not an ISO-8601 timestamp: {value!r}") from None
-    if parsed.tzinfo is None or parsed.utcoffset() is None:
-        raise PayloadError(f"{what}.{key}: timestamp without a zone: {value!r}")
-    return parsed.astimezone(UTC)
 
 
 def _require_aware(at: datetime) -> None:
@@ -219,47 +206,6 @@ def parse_comment(obj: object, source: CommentSource) -> CommentItem:
 
 
 @dataclass(frozen=True)
-class PullState:
-    """The fields of a listed pull request the poller decides on."""
-
-    number: int
-    state: str  # open | closed
-    draft: bool
-    head_sha: str
-    created_at: datetime
-    updated_at: datetime
-    closed_at: datetime | None
-
-    def same_as(self, other: PullState) -> bool:
-        """Nothing a review depends on changed (state, draft, head, closure)."""
-        return (self.state, self.draft, self.head_sha, self.closed_at) == (
-            other.state, other.draft, other.head_sha, other.closed_at)
-
-
-def parse_pull(obj: object) -> PullState:
-    """A ``GET /pulls`` item as a ``PullState``; ``PayloadError`` when a field is wrong."""
-    if not isinstance(obj, Mapping):
-        raise PayloadError("pull_request: expected a JSON object")
-    number = obj.get("number")
-    if isinstance(number, bool) or not isinstance(number, int) or number <= 0:
-        raise PayloadError(f"pull_request.number: expected a positive integer, got {number!r}")
-    state = obj.get("state")
-    if state not in ("open", "closed"):
-        raise PayloadError(f"pull_request.state: expected open or closed, got {state!r}")
-    head = obj.get("head")
-    sha = head.get("sha") if isinstance(head, Mapping) else None
-    if not isinstance(sha, str) or not sha:
-        raise PayloadError("pull_request.head.sha: expected a commit sha")
-    closed_at = (github_time(obj, "closed_at", "pull_request")
-                 if obj.get("closed_at") is not None else None)
-    return PullState(
-        number=number, state=str(state), draft=obj.get("draft") is True,
-        head_sha=sha.lower(), created_at=github_time(obj, "created_at", "pull_request"),
-        updated_at=github_time(obj, "updated_at", "pull_request"), closed_at=closed_at,
-    )
-
-
-@dataclass(frozen=True)
 class PullHistory:
     """What the store says about a pull request (read inside the apply transaction).
 
@@ -286,7 +232,7 @@ class PullDecision:
 
 
 def pull_action(
-    pr: PullState, previous: PullState | None, history: PullHistory, watermark: datetime,
+    pr: PullRequest, previous: PullRequest | None, history: PullHistory, watermark: datetime,
     boundary: Boundary | None,
 ) -> PullDecision:
     """Which webhook action a pull request updated since ``watermark`` stands for.
@@ -359,12 +305,12 @@ class PullMemory:
         if max_entries < 1:
             raise ValueError("max_entries must be at least 1")
         self._max = max_entries
-        self._entries: OrderedDict[tuple[str, int], PullState] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, int], PullRequest] = OrderedDict()
 
-    def get(self, repo: str, number: int) -> PullState | None:
+    def get(self, repo: str, number: int) -> PullRequest | None:
         return self._entries.get((repo, number))
 
-    def remember(self, repo: str, pr: PullState) -> None:
+    def remember(self, repo: str, pr: PullRequest) -> None:
         key = (repo, pr.number)
         self._entries[key] = pr
         self._entries.move_to_end(key)

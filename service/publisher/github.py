@@ -46,6 +46,7 @@ from service.config import PublishConfig
 from service.engine.base import Finding
 from service.engine.findings import split_findings
 from service.github import Forbidden, GitHubClient, GitHubError, NotFound, Unprocessable
+from service.github.pulls import PullRequest, read_pull
 from service.publisher import compose, lookup, records
 from service.publisher.markers import OUTDATED, has_marker, run_marker, with_description_block
 from service.publisher.notices import Notices
@@ -54,7 +55,6 @@ from service.publisher.safety import MAX_BODY, github_length
 from service.storage import Database, runs
 from service.storage.queue import Claim
 from service.worker.ports import GitHubAck
-from service.worker.pulls import PullState, read_pull
 from service.worker.record import RecordedRun
 
 log = logging.getLogger(__name__)
@@ -227,7 +227,7 @@ class GitHubPublisher:
                  extra={"dedupe_key": pub.dedupe_key, "repo": pub.repo, "pr": pub.pr_number})
 
     async def _existing(self, installation: int, pub: Publication,
-                        pull: PullState) -> PublishResult | None:
+                        pull: PullRequest) -> PublishResult | None:
         marker = run_marker(pub.dedupe_key)
         if pub.is_describe and has_marker(pull.body, marker):
             await self._record(pub, self._found_outcome(pub, pull.body), published=True,
@@ -264,7 +264,7 @@ class GitHubPublisher:
         log.info("the run failed; told the person who asked", extra=extra)
         return PublishResult(pub.dedupe_key, "refused", comment_id=comment_id)
 
-    async def _superseded(self, installation: int, pub: Publication, pull: PullState,
+    async def _superseded(self, installation: int, pub: Publication, pull: PullRequest,
                           extra: dict[str, object]) -> PublishResult:
         extra = {**extra, "head": pull.head_sha, "reviewed": pub.head_sha}
         if not pub.is_mention:
@@ -278,7 +278,7 @@ class GitHubPublisher:
         log.info("superseded: posted as an outdated comment", extra=extra)
         return PublishResult(pub.dedupe_key, "superseded", comment_id=comment_id)
 
-    async def _describe(self, installation: int, pub: Publication, pull: PullState,
+    async def _describe(self, installation: int, pub: Publication, pull: PullRequest,
                         extra: dict[str, object]) -> PublishResult:
         if self._config().describe_updates_body:
             block = compose.description_block(pub, phrase=self._phrase,

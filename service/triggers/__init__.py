@@ -5,6 +5,8 @@ so that both produce the same ``Job`` and dedupe key for the same event. See
 docs/TRIGGERS.md for the rules with examples.
 """
 
+from service.github.payload import PayloadError
+
 from .allow import is_allowed_author, is_bot, is_own_app
 from .classify import (
     REVIEW_ACTIONS,
@@ -20,7 +22,6 @@ from .decisions import (
     Decision,
     Enqueue,
     Ignore,
-    PayloadError,
     TriggerContext,
 )
 from .markdown import mask_non_prose

@@ -18,11 +18,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from service.github import payload as f
+from service.github.payload import PayloadError
 from service.jobs import CommentSource, Job
 
-from . import _fields as f
 from .allow import is_allowed_author, is_bot, is_own_app, login_of
-from .decisions import Close, Decision, Enqueue, Ignore, PayloadError, TriggerContext
+from .decisions import Close, Decision, Enqueue, Ignore, TriggerContext
 from .mention import find_mention
 
 #: ``pull_request`` actions that ask for a review of the current head.

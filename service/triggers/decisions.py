@@ -39,8 +39,6 @@ REASONS: dict[str, str] = {
 _OPEN_PREFIXES = ("event:", "action:")
 
 
-class PayloadError(ValueError):
-    """A payload or REST object lacks a field the rules need, or carries the wrong type."""
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from service.github.webhooks import PayloadError, parse_body
+from service.github.payload import PayloadError
+from service.github.webhooks import parse_body
 from service.ingest import Applied, Decided, apply_decisions
 from service.storage import (
     STORE_ERRORS as _STORE_ERRORS,

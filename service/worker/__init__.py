@@ -16,10 +16,12 @@
 See docs/WORKER.md.
 """
 
+from service.github.pulls import PullRequest, parse_pull, read_pull
 from service.run_content import Omitted
 from service.worker.checkout import Checkouts, GitError, GitRunner
 from service.worker.diff import FileDiff, Selection, select
 from service.worker.estimate import Estimator, fit, load_estimator
+from service.worker.installations import Installations
 from service.worker.job import JobRunner, JobSettings
 from service.worker.pool import WorkerPool, owner_id
 from service.worker.ports import (
@@ -30,7 +32,6 @@ from service.worker.ports import (
     RecordingPublisher,
     reaction_path,
 )
-from service.worker.pulls import Installations, PullState, parse_pull, read_pull
 from service.worker.record import RecordedRun, record_run
 
 __all__ = [
@@ -47,7 +48,7 @@ __all__ = [
     "NullPublisher",
     "Omitted",
     "Publisher",
-    "PullState",
+    "PullRequest",
     "RecordedRun",
     "RecordingPublisher",
     "Selection",

@@ -26,7 +26,6 @@ import base64
 import contextlib
 import logging
 import os
-import re
 import secrets
 import shutil
 import signal
@@ -38,15 +37,13 @@ from urllib.parse import urlsplit
 
 import anyio
 
+from service.github.names import validate_repo, validate_sha
 from service.pids import alive
 
 log = logging.getLogger(__name__)
 
 DEFAULT_GIT_TIMEOUT: Final = 600.0
 _STDERR_TAIL: Final = 400
-_REPO_RE: Final = re.compile(r"([A-Za-z0-9][A-Za-z0-9-]{0,38})/([A-Za-z0-9._-]{1,100})")
-_SHA_RE: Final = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
-_BRANCH_RE: Final = re.compile(r"[A-Za-z0-9._/-]+")
 # What git may see of the service's environment: enough to find itself, reach a proxy and
 # trust a private CA. Everything else (engine keys, the webhook secret's variable) stays out.
 _PASS_THROUGH: Final = (
@@ -75,28 +72,6 @@ class GitError(RuntimeError):
         self.stderr = stderr
         status = "timed out" if returncode is None else f"exited {returncode}"
         super().__init__(f"git {subcommand} {status}: {stderr}".rstrip(": "))
-
-
-def validate_repo(repo: str) -> tuple[str, str]:
-    """``owner/name`` split in two, or ValueError: the name becomes a directory."""
-    match = _REPO_RE.fullmatch(repo)
-    if match is None or match.group(2) in (".", ".."):
-        raise ValueError(f"not a repository name: {repo!r}")
-    return match.group(1), match.group(2)
-
-
-def validate_sha(sha: str) -> str:
-    if not _SHA_RE.fullmatch(sha):
-        raise ValueError(f"not a full commit sha: {sha!r}")
-    return sha
-
-
-def validate_branch(ref: str) -> str:
-    """A branch name safe to put in a refspec (no ``:``, spaces, ``..`` or leading ``-``)."""
-    if (not _BRANCH_RE.fullmatch(ref) or ".." in ref or ref.startswith(("-", "/"))
-            or ref.endswith(("/", ".lock"))):
-        raise ValueError(f"not a usable branch name: {ref!r}")
-    return ref
 
 
 def auth_header(token: str) -> str:

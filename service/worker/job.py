@@ -31,6 +31,7 @@ from service.budget import Governor, Usage
 from service.config import Config, EngineConfig, ReviewConfig, TriggersConfig
 from service.engine.base import Engine, EngineRequest, EngineResult, ReviewMode, unknown_usage
 from service.github import GitHubClient
+from service.github.pulls import PullRequest, read_pull
 from service.health import Health
 from service.jobs import Job
 from service.storage import SqliteStore, ledger, runs
@@ -39,7 +40,6 @@ from service.worker.checkout import BareRepo, Checkouts
 from service.worker.diff import Selection, read_diff, select
 from service.worker.estimate import Estimator, load_estimator
 from service.worker.ports import Publisher
-from service.worker.pulls import PullState, read_pull
 from service.worker.record import Outcome, RecordedRun
 from service.worker.settle import NOTHING_SPENT, Settlement, log_extra
 
@@ -103,7 +103,7 @@ class _Progress:
 class _Plan:
     """What the preparation found: enough to run the engine."""
 
-    pull: PullState
+    pull: PullRequest
     bare: BareRepo
     since: str | None
     selection: Selection
@@ -121,7 +121,7 @@ def outcome_for(stop_reason: str, truncated_by_size: bool) -> Outcome:
     return "failed"
 
 
-def refspecs(pull: PullState) -> tuple[str, str]:
+def refspecs(pull: PullRequest) -> tuple[str, str]:
     """The head (GitHub's ``refs/pull/<n>/head``, which also serves forks) and the base
     branch, into a namespace of the cache's own, named by pull request number (branch
     names can nest, ``release`` and ``release/1.2``; numbers cannot)."""
@@ -277,8 +277,8 @@ class JobRunner:
                 "detail": result.detail, "resets_at": result.usage_limit_resets_at})
             await self._publish(run, plan.extra)
 
-    async def _checkout(self, claim: Claim, pull: PullState, installation: int
-                        ) -> tuple[BareRepo, PullState]:
+    async def _checkout(self, claim: Claim, pull: PullRequest, installation: int
+                        ) -> tuple[BareRepo, PullRequest]:
         """Fetch the head and the base into the bare cache with the installation token.
 
         The pull request's ``base.sha`` is the base branch's tip as GitHub last computed
@@ -305,7 +305,7 @@ class JobRunner:
             log.warning("acknowledgement failed (the job goes on): %s", type(exc).__name__,
                         extra={**extra, "error": str(exc)})
 
-    async def _since(self, claim: Claim, pull: PullState, bare: BareRepo,
+    async def _since(self, claim: Claim, pull: PullRequest, bare: BareRepo,
                      extra: dict[str, object]) -> str | None:
         """Where an incremental review starts, or None for the whole pull request.
 
@@ -386,7 +386,7 @@ class JobRunner:
 
     # -- endings without an engine --------------------------------------------------------
 
-    async def _supersede(self, claim: Claim, pull: PullState, extra: dict[str, object]) -> None:
+    async def _supersede(self, claim: Claim, pull: PullRequest, extra: dict[str, object]) -> None:
         """A ``pr_opened`` whose head moved: the reservation settles at zero as ``refused``
         (the worker declined stale work before any engine ran), no run is recorded, and —
         when automatic review would take it — the current head is queued, so a pull
@@ -399,7 +399,7 @@ class JobRunner:
                  extra={**extra, "requeued": follow_up is not None})
         await self._store.settle_zero(claim, "refused", enqueue=follow_up)
 
-    async def _nothing_to_review(self, claim: Claim, pull: PullState, since: str | None,
+    async def _nothing_to_review(self, claim: Claim, pull: PullRequest, since: str | None,
                                  selection: Selection, extra: dict[str, object]) -> None:
         """Every change was withheld (or there is none): a completed run with no findings,
         settled at zero, so the publisher can say what was left out."""

@@ -20,8 +20,8 @@ from collections.abc import Awaitable, Callable
 from typing import Final, Protocol
 
 from service.github import GitHubClient
+from service.github.names import validate_repo
 from service.storage.queue import Claim
-from service.worker.checkout import validate_repo
 from service.worker.record import RecordedRun
 
 log = logging.getLogger(__name__)

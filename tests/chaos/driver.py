@@ -44,7 +44,7 @@ from service.config import load_config
 from service.github import GitHubClient
 from service.publisher import GitHubPublisher, republish_pending
 from service.storage import SqliteStore, from_db_time
-from service.worker.pulls import Installations
+from service.worker.installations import Installations
 from tests.chaos.accounting import Limits, Report, Trigger, charge, classify
 from tests.chaos.rig import ROOT, SLUG, ChaosRig, RigSettings
 
