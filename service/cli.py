@@ -83,7 +83,7 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except ConfigError as exc:
         if exc.registration_needed or not os.path.lexists(args.config):
             # First run: register the App from its manifest, then serve (service/setup/).
-            from service.setup import register_and_serve
+            from service.first_run import register_and_serve
 
             configure_logging(args.log_format, stream=err)
             return register_and_serve(args.config, args.role, public_url=args.public_url,

@@ -34,7 +34,7 @@ import logging
 import signal
 import socket
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Final
 
 import anyio
@@ -55,7 +55,7 @@ from service.health import Health
 from service.identity import AppIdentity
 from service.reload import reload_config
 from service.runners import engine_isolation_problem, run_poller, run_workers
-from service.services import Clock, Services, service_redactor
+from service.services import Clock, Services, service_redactor, utc_now
 from service.storage import SqliteStore
 from service.storage.queue import ReviewQueue
 from service.web import create_app
@@ -81,11 +81,6 @@ ROLES: Final[Mapping[str, tuple[str, ...]]] = {
     "all": ("web", "poller", "workers"),
 }
 GRACEFUL_SECONDS: Final = 10
-
-
-def utc_now() -> datetime:
-    """The production clock: aware UTC now."""
-    return datetime.now(UTC)
 
 
 class RoleUnavailableError(ValueError):

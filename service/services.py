@@ -9,7 +9,7 @@ import logging
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from service.budget import Governor
 from service.config import Config
@@ -24,6 +24,11 @@ from service.web import InstallationChange
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    """The production clock: aware UTC now (read only by the composition root)."""
+    return datetime.now(UTC)
 
 
 @dataclass

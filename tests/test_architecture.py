@@ -153,3 +153,29 @@ def test_the_checks_see_what_they_look_for() -> None:
     queue = (STORAGE / "queue.py").read_text()
     assert _SQL.search(queue)
     assert not _SQL.search("select one of these: update the docs, then delete from memory")
+
+
+def test_nothing_below_the_composition_root_imports_it() -> None:
+    """``service.daemon`` wires everything; only the entry points above it import it."""
+    modules = dict(_modules())
+    known = set(modules)
+    importers = sorted(name for name, path in modules.items()
+                       if "service.daemon" in _imports(name, path, known))
+    assert importers == ["service.cli", "service.first_run"]
+
+
+def test_tests_import_no_test_module_and_no_private_name() -> None:
+    """A test module holds tests; what several share lives in a support module (not named
+    ``test_*``), and tests reach the code through its public names."""
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom) or not node.module:
+                continue
+            where = path.relative_to(ROOT)
+            if node.module.split(".")[-1].startswith("test_"):
+                found.append(f"{where}: imports the test module {node.module}")
+            if node.module.startswith("service"):
+                found += [f"{where}: imports {node.module}.{a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+    assert found == []

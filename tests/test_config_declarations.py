@@ -9,7 +9,6 @@ import re
 from pathlib import Path
 
 from service.config import (
-    DEFAULT_USD_PER_MILLION_TOKENS,
     SECTIONS,
     BudgetConfig,
     Config,
@@ -61,11 +60,6 @@ def test_a_field_defaults_to_its_declared_default() -> None:
 
 def test_section_checks_name_declared_sections() -> None:
     assert set(SECTION_CHECKS) <= {spec.name for spec in SECTIONS}
-
-
-def test_the_arithmetic_uses_the_documented_starting_rate() -> None:
-    from service.config import checks
-    assert checks._USD_PER_MILLION == DEFAULT_USD_PER_MILLION_TOKENS
 
 
 def test_the_summary_names_only_declared_budget_keys() -> None:

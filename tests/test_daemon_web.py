@@ -29,7 +29,7 @@ from service.triggers import classify_event
 from tests import payloads as p
 from tests.simulator import SimulatorTransport, WebhookSender
 from tests.simulator.harness import Harness
-from tests.test_web_webhook import PREVIOUS_SECRET, SECRET, write_config
+from tests.webhook_env import PREVIOUS_SECRET, SECRET, write_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

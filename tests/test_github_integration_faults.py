@@ -20,15 +20,15 @@ import pytest
 
 from service.github import Forbidden, RateLimited, RetryPolicy, ServerError
 from tests import test_github_integration as shared
-from tests.simulator import Settings
-from tests.simulator.harness import REPO
-from tests.test_github_integration import (
+from tests.github_env import (
     PR1,
     START,
     Env,
     LeakGuard,
     MakeEnv,
 )
+from tests.simulator import Settings
+from tests.simulator.harness import REPO
 
 # The shared fixtures (set-up and leak guard) of test_github_integration.py.
 anyio_backend = shared.anyio_backend

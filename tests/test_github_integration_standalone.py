@@ -33,10 +33,7 @@ from service.github import (
     parse_body,
 )
 from tests import test_github_integration as shared
-from tests.simulator import Settings, SimClock, SimulatorTransport, WebhookSender
-from tests.simulator.harness import APP_ID, REPO, SAMPLE_DIFF, Harness, app_key_pair
-from tests.simulator.webhooks import ContentType
-from tests.test_github_integration import (
+from tests.github_env import (
     PR1,
     START,
     Env,
@@ -46,6 +43,9 @@ from tests.test_github_integration import (
     SimSleep,
     key_lines,
 )
+from tests.simulator import Settings, SimClock, SimulatorTransport, WebhookSender
+from tests.simulator.harness import APP_ID, REPO, SAMPLE_DIFF, Harness, app_key_pair
+from tests.simulator.webhooks import ContentType
 
 # The shared fixtures (set-up and leak guard) of test_github_integration.py.
 anyio_backend = shared.anyio_backend

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -22,22 +22,19 @@ from service.ingest import apply_decision
 from service.storage import SqliteStore, to_db_time
 from service.storage.watermarks import Watermarks
 from service.triggers import classify_event
+from tests.poller_rig import (
+    REPO,
+    T0,
+    PollerRig,
+    poller_rig,  # noqa: F401 - the `rig` fixture
+    sha,
+)
 from tests.simulator.harness import APP_ID
-from tests.test_poller_support import REPO, T0, PollerRig, sha
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture
-async def rig(tmp_path: Path) -> AsyncIterator[PollerRig]:
-    rig = PollerRig.create(tmp_path)
-    try:
-        yield rig
-    finally:
-        await rig.close()
 
 
 def opened_key(number: int, head: str | None = None) -> str:

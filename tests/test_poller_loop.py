@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
@@ -12,21 +11,18 @@ import anyio
 import pytest
 
 from service.storage import SqliteStore, to_db_time
-from tests.test_poller_support import REPO, T0, PollerRig, sha
+from tests.poller_rig import (
+    REPO,
+    T0,
+    PollerRig,
+    poller_rig,  # noqa: F401 - the `rig` fixture
+    sha,
+)
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture
-async def rig(tmp_path: Path) -> AsyncIterator[PollerRig]:
-    rig = PollerRig.create(tmp_path)
-    try:
-        yield rig
-    finally:
-        await rig.close()
 
 
 GADGETS = "acme/gadgets"

@@ -27,8 +27,8 @@ from service.publisher.publication import Publication, RunAccount
 from service.publisher.safety import MAX_BODY, WORD_JOINER, clean, code, github_length, truncate
 from service.run_content import Omitted
 from service.triggers import find_mention
+from tests.publisher_rig import ANCHORED, HEAD, PHRASE, UNANCHORED
 from tests.simulator.harness import app_key_pair
-from tests.test_publisher_support import ANCHORED, HEAD, PHRASE, UNANCHORED
 
 KEY = "mention:acme/widgets:7:123"
 ACCOUNT = RunAccount(tokens=1234, reserved=60_000, confidence="exact", engine="claude_code",

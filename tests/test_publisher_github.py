@@ -4,8 +4,6 @@ and re-offering, descriptions, and the App's own posts never triggering it."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any, Literal
 
 import anyio
@@ -19,7 +17,7 @@ from service.publisher.markers import DESCRIPTION_END, DESCRIPTION_START, OUTDAT
 from service.run_content import Omitted
 from service.storage.agent_comments import AgentComments
 from service.triggers import Ignore, TriggerContext, classify_comment, classify_event, find_mention
-from tests.test_publisher_support import (
+from tests.publisher_rig import (
     ANCHORED,
     APP_ID,
     BOT,
@@ -30,6 +28,7 @@ from tests.test_publisher_support import (
     SLUG,
     UNANCHORED,
     Rig,
+    publisher_rig,  # noqa: F401 - the `rig` fixture
 )
 
 REVIEWS = f"/repos/{REPO}/pulls/*/reviews"
@@ -39,15 +38,6 @@ ISSUE_COMMENTS = f"/repos/{REPO}/issues/*/comments"
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture
-async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    rig = Rig.create(tmp_path)
-    try:
-        yield rig
-    finally:
-        await rig.aclose()
 
 
 def posts(rig: Rig, glob: str) -> list[Any]:

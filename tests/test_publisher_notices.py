@@ -4,15 +4,19 @@ GitHub faults; never for automatic reviews, never in a dry run."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
 from service.budget import Governor, Usage
 from service.publisher import notice_marker
 from service.publisher.notices import in_force, refusal_text, when
-from tests.test_publisher_support import PHRASE, REPO, T0, Rig, budget
+from tests.publisher_rig import (
+    PHRASE,
+    REPO,
+    T0,
+    Rig,
+    budget,
+    publisher_rig,  # noqa: F401 - the `rig` fixture
+)
 
 ISSUE_COMMENTS = f"/repos/{REPO}/issues/*/comments"
 
@@ -22,15 +26,8 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture
-async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    # Session allowance 20,000 tokens, 10,000 reserved per run: two runs spend it.
-    rig = Rig.create(tmp_path, budget_config=budget(session=20_000, weekly=1_000_000,
-                                                    run=10_000))
-    try:
-        yield rig
-    finally:
-        await rig.aclose()
+# Session allowance 20,000 tokens, 10,000 reserved per run: two runs spend it.
+RIG_BUDGET = budget(session=20_000, weekly=1_000_000, run=10_000)
 
 
 def exhaust(rig: Rig) -> None:

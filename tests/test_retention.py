@@ -4,7 +4,6 @@ the ledger — and so every budget window — is left exactly as it was."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -23,8 +22,14 @@ from service.publisher import republish_pending
 from service.retention import delay_of, sweep
 from service.run_content import Omitted
 from service.triggers import Close
+from tests.publisher_rig import (
+    ANCHORED,
+    REPO,
+    UNANCHORED,
+    Rig,
+    publisher_rig,  # noqa: F401 - the `rig` fixture
+)
 from tests.simulator.harness import app_key_pair
-from tests.test_publisher_support import ANCHORED, REPO, UNANCHORED, Rig
 
 LEDGER_SUMS = """
 SELECT COUNT(*), SUM(used_tokens), SUM(reserved_tokens),
@@ -36,15 +41,6 @@ SELECT COUNT(*), SUM(used_tokens), SUM(reserved_tokens),
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture
-async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    rig = Rig.create(tmp_path)
-    try:
-        yield rig
-    finally:
-        await rig.aclose()
 
 
 def close(rig: Rig, number: int, *, merged: bool = True) -> None:

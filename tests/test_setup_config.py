@@ -24,7 +24,7 @@ from service.config import (
     parse_config,
 )
 from service.setup.files import TEMPLATE_BUDGET, new_config_text
-from tests.test_config import minimal
+from tests.config_documents import minimal
 
 REST: dict[str, Any] = {
     "triggers": {},

@@ -11,7 +11,7 @@ import pytest
 
 from service.health import DEGRADED, FAILING, NOT_RUNNING, OK, STALE_INTERVALS, Health
 from service.storage import HEAD_VERSION, SqliteStore
-from tests.test_web_webhook import NOW, Env, open_env
+from tests.webhook_env import NOW, Env, open_env
 
 INTERVAL = timedelta(seconds=300)
 

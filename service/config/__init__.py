@@ -10,12 +10,11 @@ listing *every* problem found, each prefixed by its key path; ``parse_config``
 tables from the same declarations.
 """
 
-from service.config.checks import public_url_problem
+from service.config.checks import DEFAULT_USD_PER_MILLION_TOKENS, public_url_problem
 from service.config.describe import describe_config, key_tables
 from service.config.errors import ConfigError, MissingCredentials
 from service.config.schema import (
     ASSOCIATIONS,
-    DEFAULT_USD_PER_MILLION_TOKENS,
     ENGINE_KINDS,
     ENGINE_RESPONSE_FORMATS,
     ENV_PRIVATE_KEY,

@@ -15,16 +15,16 @@ from urllib.parse import urlsplit
 
 from service.config.reader import show
 
-__all__ = ["SECTION_CHECKS", "api_root_problem", "engine_api_url_problem",
-           "env_name_problem", "github_credentials", "mention_problem", "one_of",
-           "public_url_problem", "webhook_path_problem"]
+__all__ = ["DEFAULT_USD_PER_MILLION_TOKENS", "SECTION_CHECKS", "api_root_problem",
+           "engine_api_url_problem", "env_name_problem", "github_credentials",
+           "mention_problem", "one_of", "public_url_problem", "webhook_path_problem"]
 
 # Routes the web app serves itself; a webhook path on top of one would shadow it.
 _RESERVED_PATHS: Final = ("/healthz", "/budget")
 _ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-#: The starting estimate of what a run costs (mirrors schema.DEFAULT_USD_PER_MILLION_TOKENS,
-#: which imports this module; a test pins the two equal).
-_USD_PER_MILLION: Final = 15
+#: What a run is assumed to cost, in dollars per million tokens, until enough runs have
+#: reported their cost (see service/budget/dollars.py). List prices of the larger models.
+DEFAULT_USD_PER_MILLION_TOKENS: Final = 15
 
 Problem = Callable[[str, str], None]
 
@@ -130,11 +130,12 @@ def _budget(values: Mapping[str, Any], problem: Problem) -> None:
         problem("per_actor_pct",
                 f"{per_actor}% of the {smallest[1]} is {smallest[0] * per_actor // 100} "
                 f"tokens, less than max_run_tokens {run}; no one's run could ever be admitted")
-    run_usd = run * _USD_PER_MILLION / 1_000_000
+    run_usd = run * DEFAULT_USD_PER_MILLION_TOKENS / 1_000_000
     if monthly is not None and monthly < run_usd:
         problem("monthly_usd",
                 f"${monthly:.2f} cannot pay for one run of max_run_tokens {run} at the "
-                f"starting estimate of ${_USD_PER_MILLION} per million tokens (${run_usd:.2f})")
+                f"starting estimate of ${DEFAULT_USD_PER_MILLION_TOKENS} per million tokens "
+                f"(${run_usd:.2f})")
 
 
 #: Section name -> its check across keys, and whether it needs every key valid first.

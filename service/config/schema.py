@@ -43,9 +43,6 @@ ASSOCIATIONS: Final = (
     "MANNEQUIN",
     "NONE",
 )
-#: What a run is assumed to cost, in dollars per million tokens, until enough runs have
-#: reported their cost (see service/budget/dollars.py). List prices of the larger models.
-DEFAULT_USD_PER_MILLION_TOKENS: Final = 15
 
 _REPO_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/(?!\.\.?$)[A-Za-z0-9._-]{1,100}")
 _LOGIN_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}")

@@ -22,7 +22,7 @@ from service.setup.manifest import (
 )
 from service.setup.page import create_setup_app
 from service.setup.registrar import Registered, Registrar, RegistrationError, Started
-from service.setup.run import describe_pending, register, register_and_serve
+from service.setup.run import describe_pending, register
 
 __all__ = [
     "MANIFEST",
@@ -36,7 +36,6 @@ __all__ = [
     "install_url",
     "public_url_for",
     "register",
-    "register_and_serve",
     "registration_url",
     "web_url_for",
 ]

@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import logging
 import secrets
-import signal
 import socket
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -29,15 +28,12 @@ from typing import TextIO
 import httpx
 import uvicorn
 
-from service.config import ConfigError, MissingCredentials, describe_config, load_config
-from service.daemon import check_role, listen, serve, utc_now
-from service.services import Clock
-from service.setup.files import new_config_text, writable_problem, write_config
-from service.setup.manifest import public_url_for
+from service.config import MissingCredentials, describe_config
+from service.services import Clock, utc_now
 from service.setup.page import create_setup_app
 from service.setup.registrar import Registered, Registrar
 
-__all__ = ["describe_pending", "register", "register_and_serve"]
+__all__ = ["describe_pending", "register"]
 
 log = logging.getLogger(__name__)
 
@@ -108,92 +104,3 @@ async def register(config_path: Path, pending: MissingCredentials, *, public_url
     if stop.is_set():  # asked to stop: the next start serves what was registered, if any
         return None
     return registrar.registered
-
-
-def register_and_serve(config_path: str, role: str, *, public_url: str | None,
-                       environ: Mapping[str, str], err: TextIO,
-                       clock: Clock = utc_now) -> int:
-    """``serve`` on a config without App credentials: register, then serve. Exit code."""
-    path = Path(config_path)
-    if "web" not in check_role(role):
-        print(f"serve: the GitHub App is not registered yet, and role {role!r} serves no web "
-              "page to register it from: run `serve --role all` (or web) once first.",
-              file=err)
-        return 2
-    if not path.exists():
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            problem = writable_problem(path)
-            if problem is None:
-                write_config(path, new_config_text(path, clock()))
-        except OSError as exc:
-            problem = f"cannot create {path}: {exc.strerror or type(exc).__name__}"
-        if problem is not None:
-            print(f"serve: {path} does not exist and cannot be created: {problem}", file=err)
-            return 2
-        print(f"Created {path} from the template. Review its budget section before the "
-              "agent spends anything that matters (docs/BUDGET.md).", file=err)
-    try:
-        config = load_config(path, environ)
-    except MissingCredentials as exc:
-        pending = exc
-    except ConfigError as exc:
-        print(f"{path}: {len(exc.problems)} problem(s)", file=err)
-        for line in exc.problems:
-            print(f"  {line}", file=err)
-        return 2
-    else:  # credentials arrived by the environment meanwhile: nothing to register
-        return serve(config, role, clock=clock, environ=environ, config_path=config_path)
-    problem = writable_problem(path)
-    if problem is not None:
-        print(f"serve: the GitHub App is not registered yet, and registration cannot save its "
-              f"credentials: {problem}. Register where the config is writable, or give "
-              "github.app_id and the key and webhook secret files (docs/ONBOARDING.md).",
-              file=err)
-        return 2
-    try:
-        url = public_url_for(pending.config.server, public_url)
-    except ValueError as exc:
-        print(f"serve: {exc}", file=err)
-        return 2
-    try:
-        registered = _run_registration(path, pending, public_url=url, environ=environ,
-                                       err=err, clock=clock)
-    except OSError as exc:
-        log.error("cannot listen", extra={"host": pending.config.server.host,
-                                          "port": pending.config.server.port,
-                                          "error": str(exc)})
-        return 1
-    if registered is None:
-        return 0
-    log.info("registration complete; starting the service",
-             extra={"app_id": registered.app_id, "install_url": registered.install_url})
-    print(f"\nRegistered the GitHub App {registered.slug} (id {registered.app_id}). Install it "
-          f"on your repositories: {registered.install_url}\n", file=err, flush=True)
-    return serve(registered.config, role, clock=clock, environ=environ,
-                 config_path=config_path)
-
-
-def _run_registration(path: Path, pending: MissingCredentials, *, public_url: str,
-                      environ: Mapping[str, str], err: TextIO,
-                      clock: Clock) -> Registered | None:
-    server = pending.config.server
-
-    async def main() -> Registered | None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        sock = listen(server.host, server.port)  # OSError: the caller says why
-        for number in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(number, stop.set)
-        # SIGHUP's default would end the process; there is no config in force to reload.
-        loop.add_signal_handler(signal.SIGHUP, lambda: log.warning(
-            "SIGHUP ignored: the App is not registered yet, there is nothing to reload"))
-        try:
-            return await register(path, pending, public_url=public_url, environ=environ,
-                                  stop=stop, sockets=[sock], err=err, clock=clock)
-        finally:
-            sock.close()
-            for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-                loop.remove_signal_handler(number)
-
-    return asyncio.run(main())

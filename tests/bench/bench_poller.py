@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.test_poller_support import PollerRig
+from tests.poller_rig import PollerRig
 
 
 @dataclass

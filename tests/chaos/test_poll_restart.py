@@ -12,26 +12,21 @@ only a cold start's mark, whose items predate the install, still counts as consi
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from tests.test_poller_support import REPO, PollerRig, sha
+from tests.poller_rig import (
+    REPO,
+    PollerRig,
+    poller_rig,  # noqa: F401 - the `rig` fixture
+    sha,
+)
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture
-async def rig(tmp_path: Path) -> AsyncIterator[PollerRig]:
-    rig = PollerRig.create(tmp_path)
-    try:
-        yield rig
-    finally:
-        await rig.close()
 
 
 async def seeded(rig: PollerRig) -> None:

@@ -1,6 +1,6 @@
 """The webhook route served ahead of FastAPI (``service.webhook.receiver`` via ``create_app``).
 
-The contract itself is pinned in ``test_web_webhook.py``; these pin what serving the route
+The contract itself is pinned in ``test_webhook_end_to_end.py``; these pin what serving the route
 as plain ASGI must not change: other methods, a mount under a root path, the answer's
 headers, a bug inside the receiver, and repeated headers.
 """
@@ -18,7 +18,7 @@ import pytest
 from service.github.webhooks import sign
 from service.webhook import receiver
 from tests.simulator.harness import REPO
-from tests.test_web_webhook import SECRET, Env, open_env, opened
+from tests.webhook_env import SECRET, Env, open_env, opened
 
 
 @pytest.fixture

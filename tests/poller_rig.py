@@ -12,11 +12,13 @@ that name.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from service.config import TriggersConfig
 from service.github import AppJWT, GitHubClient, RateLimit
@@ -176,3 +178,13 @@ class PollerRig:
     def repo_requests(self) -> list[Any]:
         """Requests to ``/repos/...`` (the poller's listings), in order."""
         return self.world.requests.matching("GET", "/repos/*")
+
+
+@pytest.fixture(name="rig")
+async def poller_rig(tmp_path: Path) -> AsyncIterator[PollerRig]:
+    """A ``PollerRig`` in ``tmp_path``, closed after the test (import it to use ``rig``)."""
+    rig = PollerRig.create(tmp_path)
+    try:
+        yield rig
+    finally:
+        await rig.close()

@@ -1,6 +1,6 @@
 """Group commit (``service.webhook.group_commit``), with real event loops and worker threads.
 
-The store side is faked here (``tests/test_deliveries_stage.py`` has the real one): a
+The store side is faked here (``tests/test_webhook_deliveries.py`` has the real one): a
 ``stage`` that records its batches and a ``Staged`` whose commit can be held or fail.
 """
 

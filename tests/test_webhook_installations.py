@@ -9,7 +9,7 @@ import pytest
 
 from service.storage import to_db_time
 from service.web import InstallationChange
-from tests.test_web_webhook import NOW, Env, open_env
+from tests.webhook_env import NOW, Env, open_env
 
 
 @pytest.fixture

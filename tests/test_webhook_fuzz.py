@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from service.github.webhooks import sign
 from tests import payloads as p
-from tests.test_web_webhook import SECRET, Env, open_env
+from tests.webhook_env import SECRET, Env, open_env
 
 EVENTS = ("pull_request", "issue_comment", "pull_request_review_comment", "installation",
           "installation_repositories", "ping", "push", "star", "pull_request_review")

@@ -14,11 +14,13 @@ tests own that name.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from service.budget import Governor, Usage
 from service.config import BudgetConfig, PublishConfig
@@ -224,3 +226,16 @@ class Rig:
 
     def advance(self, **kw: float) -> None:
         self.world.clock.advance(timedelta(**kw).total_seconds())
+
+
+@pytest.fixture(name="rig")
+async def publisher_rig(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Rig]:
+    """A publisher ``Rig`` in ``tmp_path``, closed after the test (import it to use ``rig``).
+    A test module may set ``RIG_BUDGET`` (a ``BudgetConfig``) for its rigs."""
+    budget_config = getattr(request.module, "RIG_BUDGET", None)
+    rig = (Rig.create(tmp_path) if budget_config is None
+           else Rig.create(tmp_path, budget_config=budget_config))
+    try:
+        yield rig
+    finally:
+        await rig.aclose()

@@ -1,0 +1,142 @@
+"""A webhook receiver over a real store and the simulator's payloads, for the tests of
+the webhook route (``service.webhook``) and of the web app around it."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from service.budget import Governor
+from service.config import Config, load_config
+from service.github.webhooks import sign
+from service.health import Health
+from service.storage import SqliteStore
+from service.storage.agent_comments import AgentComments
+from service.storage.queue import ReviewQueue
+from service.triggers import TriggerContext
+from service.web import InstallationChange, create_app
+from tests.simulator import WebhookSender, World
+from tests.simulator.harness import REPO, Harness, app_key_pair
+
+SECRET = "It's a Secret to Everybody"
+PREVIOUS_SECRET = "the-secret-before-rotation"
+NOW = datetime(2026, 5, 4, 12, 0, tzinfo=UTC)
+LIMIT = 64 * 1024
+
+
+class Clock:
+    """A settable clock for ``create_app``."""
+
+    def __init__(self, now: datetime = NOW) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def write_config(tmp_path: Path, *, server: dict[str, Any] | None = None,
+                 github: dict[str, Any] | None = None, port: int = 8080) -> Path:
+    (tmp_path / "app.pem").write_text(app_key_pair()[0])
+    (tmp_path / "webhook").write_text(SECRET + "\n")
+    (tmp_path / "webhook.previous").write_text(PREVIOUS_SECRET)
+    document = {
+        "github": {"app_id": 4242, "private_key_file": "app.pem",
+                   "webhook_secret_file": "webhook",
+                   "previous_webhook_secret_file": "webhook.previous", **(github or {})},
+        "server": {"host": "127.0.0.1", "port": port, "max_body_bytes": LIMIT,
+                   **(server or {})},
+        "store": {"path": "state.db"},
+        "triggers": {},
+        "budget": {"session_tokens": 1_000_000, "weekly_tokens": 10_000_000,
+                   "max_run_tokens": 50_000},
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+@dataclass
+class Env:
+    config: Config
+    store: SqliteStore
+    queue: ReviewQueue
+    health: Health
+    clock: Clock
+    client: httpx.AsyncClient
+    sender: WebhookSender
+    world: World
+    harness: Harness
+    changes: list[InstallationChange] = field(default_factory=list)
+
+    def rows(self, table: str) -> list[tuple[Any, ...]]:
+        with sqlite3.connect(self.store.path) as db:
+            return db.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
+
+    def delivery(self, delivery_id: str) -> dict[str, Any] | None:
+        with sqlite3.connect(self.store.path) as db:
+            db.row_factory = sqlite3.Row
+            row = db.execute("SELECT * FROM deliveries WHERE delivery_id = ?",
+                             (delivery_id,)).fetchone()
+        return None if row is None else dict(row)
+
+    async def post(self, event: str, body: bytes, headers: dict[str, str] | None = None,
+                   *, delivery_id: str = "d-1", secret: str | None = SECRET,
+                   content_type: str = "application/json") -> httpx.Response:
+        """A hand-built delivery, for the cases the sender would not produce."""
+        sent = {"Content-Type": content_type, "X-GitHub-Event": event,
+                "X-GitHub-Delivery": delivery_id}
+        if secret is not None:
+            sent["X-Hub-Signature-256"] = sign(body, secret)
+        sent.update(headers or {})
+        return await self.client.post(self.config.server.webhook_path, content=body,
+                                      headers={k: v for k, v in sent.items() if v})
+
+
+@asynccontextmanager
+async def open_env(tmp_path: Path, *, busy_timeout: float = 5.0,
+                   server: dict[str, Any] | None = None,
+                   callback: Callable[[InstallationChange], None] | None = None,
+                   ) -> AsyncIterator[Env]:
+    """The app over a fresh store; installation changes are collected in ``Env.changes``
+    unless ``callback`` is given."""
+    config = load_config(write_config(tmp_path, server=server), {})
+    harness = Harness.create()
+    store = SqliteStore(config.store.path, busy_timeout=busy_timeout)
+    clock = Clock()
+    queue = ReviewQueue(store)
+    health = Health(store)
+    context = TriggerContext(config.triggers, harness.app.id, harness.app.slug,
+                             AgentComments(store))
+    changes: list[InstallationChange] = []
+    app = create_app(
+        config=config, store=store, queue=queue,
+        governor=Governor(store, config.budget, clock=clock, publish=False),
+        triggers=lambda: context, health=health, clock=clock,
+        on_installation_change=callback or changes.append,
+    )
+    try:
+        async with harness.client, httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url="http://service") as client:
+            sender = WebhookSender(client, url=config.server.webhook_path, secret=SECRET,
+                                   app_id=harness.app.id)
+            yield Env(config=config, store=store, queue=queue, health=health, clock=clock,
+                      client=client, sender=sender, world=harness.world, harness=harness,
+                      changes=changes)
+    finally:
+        store.close()
+
+
+def opened(env: Env, number: int = 1) -> dict[str, Any]:
+    return env.world.payloads.pull_request("opened", env.world.pull(REPO, number))
+
+
+def pr_key(env: Env, number: int = 1) -> str:
+    return f"pr_opened:{REPO}:{number}:{env.world.pull(REPO, number).head.head_sha}"
