@@ -1,10 +1,10 @@
 """What ``GET /healthz`` reports: a registry the running components report into.
 
 Components call in as things happen -- the poller after each successful cycle, each worker
-when it starts and when it dies, the budget's circuit breaker when it trips or resets, the
-GitHub edge after each App authentication or token mint -- and ``Health.report(now)``
-turns the latest of each into checks, plus one live check of the store (reachable, and at
-the schema version this code writes). Reports may come from any thread.
+when it starts and when it dies, the GitHub edge after each App authentication or token
+mint -- and ``Health.report(now)`` turns the latest of each into checks, plus live reads
+of the store (reachable, and at the schema version this code writes) and of the budget's
+circuit breaker (which lives in the store, so every process sees a trip). Reports may come from any thread.
 
 Each check has a ``status``: ``ok``, ``degraded``, ``failing``, or ``not running in this
 process`` for a component whose role this process does not run. Only the store can make
@@ -84,7 +84,6 @@ class Health:
         self._lock = threading.Lock()
         self._poller: _Poller | None = None
         self._workers: _Workers | None = None
-        self._breaker: tuple[bool, _Event] | None = None
         self._auth_ok: _Event | None = None
         self._auth_failed: _Event | None = None
         self._engine_ok: _Event | None = None
@@ -126,11 +125,6 @@ class Health:
                 raise RuntimeError("worker_restarted before workers_started")
             self._workers.dead.pop(name, None)
             self._workers.alive.add(name)
-
-    def breaker_changed(self, tripped: bool, now: datetime, detail: str | None = None) -> None:
-        """The budget's circuit breaker tripped (``True``) or was reset (``False``)."""
-        with self._lock:
-            self._breaker = (tripped, _Event(_aware(now), detail))
 
     def auth_succeeded(self, now: datetime, what: str) -> None:
         """GitHub accepted the App's credentials (``what``: "app jwt", "installation token")."""
@@ -230,15 +224,7 @@ class Health:
                         "detail": f"breaker state unreadable: {type(exc).__name__}"}
             return {"status": DEGRADED if tripped else OK, "tripped": tripped,
                     "until": None if until is None else until.isoformat()}
-        if self._breaker is None:
-            return {"status": OK, "tripped": False}
-        tripped, event = self._breaker
-        return {
-            "status": DEGRADED if tripped else OK,
-            "tripped": tripped,
-            "since": event.at.isoformat(),
-            "detail": event.detail,
-        }
+        return {"status": OK, "tripped": False}  # no budget in this process to read
 
     def _engine_check(self) -> dict[str, object]:
         if self._workers is None:

@@ -48,16 +48,6 @@ class Applied:
             self.ignored = more.ignored
 
 
-def apply_decision(
-    conn: Transaction, queue: ReviewQueue, decision: Decision, *, now: datetime,
-    applied: Applied | None = None,
-) -> Applied:
-    """Carry out ``decision`` inside ``conn``'s transaction and say what happened."""
-    result = applied if applied is not None else Applied()
-    result.add(apply_decisions(conn, queue, [Decided(decision, now)])[0])
-    return result
-
-
 def apply_decisions(
     conn: Transaction, queue: ReviewQueue,
     decisions: Sequence[Decided],

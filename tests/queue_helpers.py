@@ -6,8 +6,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from service.config import BudgetConfig
+from service.ingest import Applied, Decided, apply_decisions
 from service.jobs import Job
-from service.storage import SqliteStore
+from service.storage import SqliteStore, Transaction
+from service.storage.queue import ReviewQueue
+from service.triggers import Decision
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 LEASE = timedelta(minutes=20)
@@ -34,3 +37,9 @@ def budget(**overrides: object) -> BudgetConfig:
 
 def open_store(tmp_path: Path, name: str = "state.db") -> SqliteStore:
     return SqliteStore(tmp_path / name)
+
+
+def apply_one(conn: Transaction, queue: ReviewQueue, decision: Decision, *,
+              now: datetime) -> Applied:
+    """One decision through the ingest seam both paths share (``apply_decisions``)."""
+    return apply_decisions(conn, queue, [Decided(decision, now)])[0]

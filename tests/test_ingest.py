@@ -9,12 +9,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.ingest import Applied, Decided, apply_decision, apply_decisions
+from service.ingest import Applied, Decided, apply_decisions
 from service.storage import SqliteStore, to_db_time
 from service.storage.agent_comments import AgentComments
 from service.storage.queue import ReviewQueue
 from service.triggers import Close, Decision, Enqueue, Ignore
-from tests.queue_helpers import T0, mention, opened
+from tests.queue_helpers import T0, apply_one, mention, opened
 
 
 @pytest.fixture
@@ -26,9 +26,9 @@ def store(tmp_path: Path) -> Iterator[SqliteStore]:
 def test_enqueue_then_the_same_event_again_is_a_duplicate(store: SqliteStore) -> None:
     queue = ReviewQueue(store)
     with store.transaction() as conn:
-        first = apply_decision(conn, queue, Enqueue(mention(1, 5)), now=T0)
+        first = apply_one(conn, queue, Enqueue(mention(1, 5)), now=T0)
     with store.transaction() as conn:
-        second = apply_decision(conn, queue, Enqueue(mention(1, 5)), now=T0)
+        second = apply_one(conn, queue, Enqueue(mention(1, 5)), now=T0)
     assert first == Applied(enqueued=["mention:o/r:1:5"])
     assert second == Applied(duplicates=["mention:o/r:1:5"])
     assert len(queue.rows()) == 1
@@ -40,7 +40,7 @@ def test_close_cancels_pending_rows_and_records_the_closure(store: SqliteStore) 
     queue.enqueue(mention(3, 8), now=T0)
     queue.enqueue(mention(4, 9), now=T0)
     with store.transaction() as conn:
-        applied = apply_decision(conn, queue, Close("o/r", 3, merged=True), now=T0)
+        applied = apply_one(conn, queue, Close("o/r", 3, merged=True), now=T0)
     assert sorted(applied.cancelled) == ["mention:o/r:3:8", "pr_opened:o/r:3:" + "a" * 40]
     with store.read() as conn:
         rows = conn.execute("SELECT repo, pr_number, merged, closed_at, purged_at"
@@ -55,7 +55,7 @@ def test_a_closure_that_rolls_back_cancels_nothing(store: SqliteStore) -> None:
 
     def crash_before_commit() -> None:
         with store.transaction() as conn:
-            apply_decision(conn, queue, Close("o/r", 3, merged=False), now=T0)
+            apply_one(conn, queue, Close("o/r", 3, merged=False), now=T0)
             raise RuntimeError("crash before commit")
 
     with pytest.raises(RuntimeError):
@@ -67,7 +67,7 @@ def test_a_closure_that_rolls_back_cancels_nothing(store: SqliteStore) -> None:
 
 def test_ignore_records_its_reason(store: SqliteStore) -> None:
     with store.transaction() as conn:
-        applied = apply_decision(conn, ReviewQueue(store), Ignore("draft"), now=T0)
+        applied = apply_one(conn, ReviewQueue(store), Ignore("draft"), now=T0)
     assert applied == Applied(ignored="draft")
 
 

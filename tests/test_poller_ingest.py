@@ -18,7 +18,6 @@ import anyio
 import pytest
 
 from service.config import TriggersConfig
-from service.ingest import apply_decision
 from service.storage import SqliteStore, to_db_time
 from service.storage.watermarks import Watermarks
 from service.triggers import classify_event
@@ -29,6 +28,7 @@ from tests.poller_rig import (
     poller_rig,  # noqa: F401 - the `rig` fixture
     sha,
 )
+from tests.queue_helpers import apply_one
 from tests.simulator.harness import APP_ID
 
 
@@ -403,7 +403,7 @@ def deliver(rig: PollerRig, events: list[tuple[str, dict[str, object]]]) -> list
     enqueued: list[str] = []
     with rig.store.transaction() as conn:
         for event, payload in events:
-            applied = apply_decision(conn, rig.queue, classify_event(event, payload, rig.ctx),
+            applied = apply_one(conn, rig.queue, classify_event(event, payload, rig.ctx),
                                      now=rig.now())
             enqueued.extend(applied.enqueued)
     return enqueued

@@ -17,7 +17,6 @@ from service.config import (
     parse_config,
 )
 from service.engine.base import Description
-from service.ingest import apply_decision
 from service.publisher import republish_pending
 from service.retention import delay_of, sweep
 from service.run_content import Omitted
@@ -29,6 +28,7 @@ from tests.publisher_rig import (
     Rig,
     publisher_rig,  # noqa: F401 - the `rig` fixture
 )
+from tests.queue_helpers import apply_one
 from tests.simulator.harness import app_key_pair
 
 LEDGER_SUMS = """
@@ -46,7 +46,7 @@ def anyio_backend() -> str:
 def close(rig: Rig, number: int, *, merged: bool = True) -> None:
     """What both ingest paths do when they see the pull request close."""
     with rig.store.transaction() as conn:
-        apply_decision(conn, rig.queue, Close(repo=REPO, pr_number=number, merged=merged),
+        apply_one(conn, rig.queue, Close(repo=REPO, pr_number=number, merged=merged),
                        now=rig.now())
 
 

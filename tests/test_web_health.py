@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import AsyncIterator, Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -92,11 +92,11 @@ def test_dead_workers_degrade_until_replaced(store: SqliteStore) -> None:
 
 
 def test_a_tripped_breaker_degrades(store: SqliteStore) -> None:
-    health = Health(store)
-    health.breaker_changed(True, NOW, "usage limit reported by the engine")
+    breaker: list[tuple[bool, datetime | None]] = [(True, NOW + timedelta(hours=1))]
+    health = Health(store, breaker_probe=lambda now: breaker[-1])
     assert status(health)[1]["breaker"] == DEGRADED
 
-    health.breaker_changed(False, NOW)
+    breaker.append((False, None))
     assert status(health)[0] == OK
 
 
