@@ -20,10 +20,32 @@ from service.storage.database import Transaction
 from service.storage.times import from_db_time, to_db_time
 
 __all__ = [
-    "ACTOR_SQL", "COSTS_SQL", "LOST", "OPEN", "SETTLED", "STATES", "TRANSITIONS", "WINDOW_SQL",
-    "Reservation", "Settlement", "actor_charges", "costs_since", "estimator_samples",
-    "latest", "lose", "open_mode", "open_reserved", "pacer_sql", "pacer_times", "reserve",
-    "settle", "settled_usage", "target", "window_charge", "window_params",
+    "ACTOR_SQL",
+    "COSTS_SQL",
+    "LOST",
+    "OPEN",
+    "SETTLED",
+    "STATES",
+    "TRANSITIONS",
+    "WINDOW_SQL",
+    "Reservation",
+    "Settlement",
+    "actor_charges",
+    "costs_since",
+    "estimator_samples",
+    "latest",
+    "lose",
+    "open_mode",
+    "open_reserved",
+    "pacer_sql",
+    "pacer_times",
+    "reserve",
+    "settle",
+    "settled_usage",
+    "state",
+    "target",
+    "window_charge",
+    "window_params",
 ]
 
 # --- the lifecycle of a reservation ----------------------------------------------------
@@ -117,6 +139,22 @@ class Settlement:
     reviewed_lines: int | None
     reviewed_since: str | None
     cost_usd: float | None
+
+
+_ROW_STATE = ("SELECT " + ", ".join(f"CASE WHEN {_STATE_SQL[s]} THEN 1 ELSE 0 END"
+                                    for s in STATES) + " FROM ledger WHERE id = :id")
+
+
+def state(tx: Transaction, row_id: int) -> str | None:
+    """The state of ledger row ``row_id``, read through the predicates the writes use (a
+    ``RuntimeError`` when its columns contradict each other), or None when there is none."""
+    row = tx.execute(_ROW_STATE, {"id": row_id}).fetchone()
+    if row is None:
+        return None
+    matched = [s for s, hit in zip(STATES, row, strict=True) if hit]
+    if len(matched) != 1:
+        raise RuntimeError(f"ledger row {row_id} is in {len(matched)} states: {matched}")
+    return matched[0]
 
 
 def lose(tx: Transaction, key: str, now: datetime) -> int:

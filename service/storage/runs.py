@@ -31,8 +31,10 @@ __all__ = [
     "CONTENT_TRANSITIONS",
     "DRY_RUN",
     "FAILED",
+    "HELD",
     "LEASED",
     "PUBLISHED",
+    "PURGED",
     "RECORDED",
     "REFUSED",
     "STATES",
@@ -50,6 +52,7 @@ __all__ = [
     "purge_closed",
     "release",
     "renew",
+    "state",
     "stored",
 ]
 
@@ -275,6 +278,26 @@ def purge_closed(tx: Transaction, *, now: datetime, cutoff: datetime) -> int:
     how many runs were purged."""
     return tx.execute(_PURGE_CLOSED, {"now": to_db_time(now),
                                       "cutoff": to_db_time(cutoff)}).rowcount
+
+
+_STATE = ("SELECT " + ", ".join(f"CASE WHEN {_STATE_SQL[s]} THEN 1 ELSE 0 END" for s in STATES)
+          + f", CASE WHEN {_CONTENT_SQL[PURGED]} THEN 1 ELSE 0 END"
+          + " FROM runs WHERE dedupe_key = :key")
+
+
+def state(tx: Transaction, key: str, now: datetime) -> tuple[str, str] | None:
+    """``(publication state, content state)`` of ``key``'s run at ``now``, or None.
+
+    Read through the same predicates the writes use; a row that matches no state, or
+    more than one, is a ``RuntimeError`` (the columns were edited into a contradiction).
+    """
+    row = tx.execute(_STATE, {"key": key, "now": to_db_time(now)}).fetchone()
+    if row is None:
+        return None
+    matched = [s for s, hit in zip(STATES, row, strict=False) if hit]
+    if len(matched) != 1:
+        raise RuntimeError(f"run {key} is in {len(matched)} publication states: {matched}")
+    return matched[0], PURGED if row[-1] else HELD
 
 
 def inspect(tx: Transaction, key: str) -> dict[str, Any] | None:
