@@ -4,7 +4,8 @@ Components call in as things happen -- the poller after each successful cycle, e
 when it starts and when it dies, the GitHub edge after each App authentication or token
 mint -- and ``Health.report(now)`` turns the latest of each into checks, plus live reads
 of the store (reachable, and at the schema version this code writes) and of the budget's
-circuit breaker (which lives in the store, so every process sees a trip). Reports may come from any thread.
+circuit breaker (which lives in the store, so every process sees a trip). Reports may
+come from any thread.
 
 Each check has a ``status``: ``ok``, ``degraded``, ``failing``, or ``not running in this
 process`` for a component whose role this process does not run. Only the store can make

@@ -7,6 +7,7 @@ What the values mean is ``service.budget``'s business; this module only stores t
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,13 +29,14 @@ _REPLACE_POLICY = _INSERT_POLICY + (
     " policy = excluded.policy, written_at = excluded.written_at")
 
 
-def _marks(keys: Sequence[str]) -> str:
-    return "(" + ", ".join("?" for _ in keys) + ")"
+@functools.lru_cache(maxsize=8)
+def _marks(count: int) -> str:
+    return "(" + ", ".join("?" * count) + ")"
 
 
 def read_state(tx: Transaction, keys: Sequence[str]) -> dict[str, str]:
     """The stored value of each of ``keys`` that has one."""
-    rows = tx.execute(f"SELECT key, value FROM budget_state WHERE key IN {_marks(keys)}",
+    rows = tx.execute(f"SELECT key, value FROM budget_state WHERE key IN {_marks(len(keys))}",
                       tuple(keys))
     return {str(k): str(v) for k, v in rows}
 
@@ -46,7 +48,7 @@ def write_state(tx: Transaction, values: Iterable[tuple[str, str]]) -> None:
 
 def delete_state(tx: Transaction, keys: Sequence[str]) -> int:
     """Delete ``keys``; how many rows there were."""
-    return tx.execute(f"DELETE FROM budget_state WHERE key IN {_marks(keys)}",
+    return tx.execute(f"DELETE FROM budget_state WHERE key IN {_marks(len(keys))}",
                       tuple(keys)).rowcount
 
 

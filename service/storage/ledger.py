@@ -11,6 +11,7 @@ forget them; the window sums read them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -267,7 +268,8 @@ SELECT reserved_at FROM ledger
 """
 
 
-def pacer_sql(exempt: Sequence[str]) -> str:
+@functools.lru_cache(maxsize=8)
+def pacer_sql(exempt: tuple[str, ...]) -> str:
     """The query ``pacer_times`` runs, with ``exempt`` as the stop reasons left out."""
     return _PACER.format(", ".join(f"'{r}'" for r in exempt))
 
@@ -276,7 +278,7 @@ def pacer_times(tx: Transaction, *, repo: str, pr_number: int, key: str, start: 
                 exempt: Sequence[str]) -> list[datetime]:
     """When each run of ``repo#pr_number`` after ``start`` was reserved, oldest first:
     every run but ``key``'s own and those settled at zero for an ``exempt`` reason."""
-    sql = pacer_sql(exempt)
+    sql = pacer_sql(tuple(exempt))
     return [from_db_time(str(at)) for (at,) in tx.execute(sql, {
         "repo": repo, "pr_number": pr_number, "key": key, "start": to_db_time(start)})]
 
