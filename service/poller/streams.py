@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from service.github.payload import PayloadError, github_time
+from service.github.payload import PayloadError, github_time, positive_int
 from service.github.pulls import PullRequest
 from service.github.urls import repo_path
 from service.jobs import CommentSource
@@ -194,10 +194,7 @@ def parse_comment(obj: object, source: CommentSource) -> CommentItem:
     """A comment listing item; ``PayloadError`` when its id or times are unusable."""
     if not isinstance(obj, Mapping):
         raise PayloadError("comment: expected a JSON object")
-    comment_id = obj.get("id")
-    if isinstance(comment_id, bool) or not isinstance(comment_id, int):
-        raise PayloadError(f"comment.id: expected an integer, got {comment_id!r}")
-    return CommentItem(source=source, obj=obj, comment_id=comment_id,
+    return CommentItem(source=source, obj=obj, comment_id=positive_int(obj, "id", "comment"),
                        created_at=github_time(obj, "created_at", "comment"),
                        updated_at=github_time(obj, "updated_at", "comment"))
 
