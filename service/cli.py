@@ -50,19 +50,22 @@ def _check_config(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def _migrate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from service.config import ConfigError, load_config
-    from service.storage import SqliteStore
+    from service.storage import Database, SqliteStore
+    from service.storage.open import open_store, store_label
 
-    path = args.store
-    if path is None:
+    store: Database
+    if args.store is not None:
+        label, store = args.store, SqliteStore(args.store)
+    else:
         try:
-            path = load_config(args.config, os.environ).store.path
+            config = load_config(args.config, os.environ).store
         except ConfigError as exc:
             for problem in exc.problems:
                 print(f"{args.config}: {problem}", file=err)
             return 2
-    store = SqliteStore(path)
+        label, store = store_label(config), open_store(config)
     try:
-        print(f"{path}: schema version {store.version}", file=out)
+        print(f"{label}: schema version {store.version}", file=out)
     finally:
         store.close()
     return 0
@@ -103,7 +106,7 @@ def _budget(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from service.budget import Governor
     from service.budget.report import render
     from service.config import ConfigError, load_config
-    from service.storage import SqliteStore
+    from service.storage.open import open_store
 
     try:
         config = load_config(args.config, os.environ)
@@ -112,7 +115,7 @@ def _budget(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         for problem in exc.problems:
             print(f"  {problem}", file=err)
         return 2
-    store = SqliteStore(config.store.path)
+    store = open_store(config.store)
     try:
         # Looking must not publish: only --publish-policy writes the shared policy.
         governor = Governor(store, config.budget, publish=False)

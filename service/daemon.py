@@ -56,7 +56,7 @@ from service.identity import AppIdentity
 from service.reload import reload_config
 from service.runners import engine_isolation_problem, run_poller, run_workers
 from service.services import Clock, Services, service_redactor, utc_now
-from service.storage import SqliteStore
+from service.storage.open import open_store, store_label
 from service.storage.queue import ReviewQueue
 from service.web import create_app
 
@@ -238,9 +238,9 @@ async def run(
                                           "port": config.server.port, "error": str(exc)})
         return 1
     try:
-        store = SqliteStore(config.store.path)
+        store = open_store(config.store)
     except Exception as exc:
-        log.error("cannot open the store", extra={"path": config.store.path,
+        log.error("cannot open the store", extra={"path": store_label(config.store),
                                                   "error": f"{type(exc).__name__}: {exc}"})
         for sock in listening if own_sockets else []:
             sock.close()
@@ -311,7 +311,8 @@ async def _run_components(services: Services, parts: tuple[str, ...], stop: asyn
             failed.append(name)
             stop.set()
 
-    log.info("starting", extra={"components": list(parts), "store": services.store.path})
+    log.info("starting", extra={"components": list(parts),
+                                "store": store_label(services.config.store)})
     async with anyio.create_task_group() as tg:
         # In the background: webhooks are accepted meanwhile, with the fallback rules.
         tg.start_soon(services.identity.keep_resolving, services.config, services.health,

@@ -1,7 +1,7 @@
 """The conditional-request cache: what the GitHub client needs to send If-None-Match.
 
 A lost entry costs one full GET on the next request, never correctness, which is why
-the in-memory ``ETagStore`` is a valid cache and ``SqliteStore`` is merely a durable one.
+the in-memory ``ETagStore`` is a valid cache and ``Database`` is merely a durable one.
 Keys are built by the client (including whatever makes a rotated token miss rather than
 be served another token's validators). One rule of the protocol reads them: a key may end
 in a variant after its last ``#`` (the token's fingerprint), and storing an entry replaces

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final, Literal
 
-from service.storage import HEAD_VERSION, STORE_ERRORS, Database
+from service.storage import STORE_ERRORS, Database
 
 log = logging.getLogger(__name__)
 
@@ -74,14 +74,15 @@ class Health:
     ``report`` touches the store, so async callers run it in a worker thread.
     """
 
-    def __init__(self, store: Database, *, expected_version: int = HEAD_VERSION,
+    def __init__(self, store: Database, *, expected_version: int | None = None,
                  breaker_probe: Callable[[datetime], tuple[bool, datetime | None]] | None = None
                  ) -> None:
         self._store = store
         # The breaker lives in the shared store, so it is read at report time rather
         # than pushed: a web-only process sees a trip another process recorded.
         self._breaker_probe = breaker_probe
-        self._expected_version = expected_version
+        self._expected_version = (store.head_version if expected_version is None
+                                  else expected_version)
         self._lock = threading.Lock()
         self._poller: _Poller | None = None
         self._workers: _Workers | None = None

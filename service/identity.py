@@ -14,7 +14,7 @@ import httpx
 from service.config import Config
 from service.github import APP, GitHubClient, GitHubError, RetryPolicy
 from service.health import Health
-from service.storage import SqliteStore
+from service.storage import Database
 from service.storage.agent_comments import AgentComments
 from service.triggers import TriggerContext
 
@@ -35,7 +35,7 @@ SLUG_POLICY: Final = RetryPolicy(server_retries=1, rate_limit_retries=0,
 class AppIdentity:
     """The App as the trigger rules see it; ``context()`` is ``create_app``'s factory."""
 
-    def __init__(self, config: Config, store: SqliteStore) -> None:
+    def __init__(self, config: Config, store: Database) -> None:
         self._config = config
         self._agent_comments = AgentComments(store)
         self._context = self._build(UNKNOWN_SLUG)

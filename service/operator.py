@@ -53,8 +53,9 @@ from service.jobs import Job
 from service.publisher import GitHubPublisher
 from service.runners import engine_isolation_problem
 from service.services import service_redactor
-from service.storage import SqliteStore, Transaction, ledger, runs
+from service.storage import Database, Transaction, ledger, runs
 from service.storage import queue as queue_table
+from service.storage.open import open_store
 from service.storage.queue import Claim, ReviewQueue
 from service.worker import Checkouts, Installations, JobRunner, JobSettings, owner_id, read_pull
 
@@ -100,7 +101,7 @@ class ReviewReport:
     lines: tuple[str, ...]
 
 
-def _state_of(store: SqliteStore, key: str) -> dict[str, object]:
+def _state_of(store: Database, key: str) -> dict[str, object]:
     """The queue row, the newest ledger row and the run of ``key``, for the report."""
     with store.read() as tx:
         return {"queue": queue_table.inspect(tx, key), "ledger": ledger.latest(tx, key),
@@ -160,7 +161,7 @@ async def review_once(config: Config, repo: str, pr_number: int, *, dry_run: boo
     if dry_run:
         config = dataclasses.replace(
             config, publish=dataclasses.replace(config.publish, dry_run=True))
-    store = SqliteStore(config.store.path)
+    store = open_store(config.store)
     try:
         async with GitHubClient.from_config(
                 config.github, clock=clock, transport=transport,
@@ -177,7 +178,7 @@ class _Session:
     """What one ``review`` command builds: the daemon's parts, for one job."""
 
     config: Config
-    store: SqliteStore
+    store: Database
     github: GitHubClient
     environ: Mapping[str, str]
     clock: Clock

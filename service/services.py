@@ -17,7 +17,7 @@ from service.github import GitHubClient
 from service.health import Health
 from service.identity import AppIdentity
 from service.redact import Redactor
-from service.storage import SqliteStore
+from service.storage import Database
 from service.storage.queue import ReviewQueue
 from service.web import InstallationChange
 
@@ -36,7 +36,7 @@ class Services:
     """What every component of one process shares."""
 
     config: Config
-    store: SqliteStore
+    store: Database
     queue: ReviewQueue
     governor: Governor
     health: Health

@@ -26,7 +26,7 @@ from service.budget import Governor
 from service.config import Config
 from service.health import FAILING, Health
 from service.secret import Secret
-from service.storage import SqliteStore
+from service.storage import Database
 from service.storage.queue import ReviewQueue
 from service.triggers import TriggerContext
 from service.webhook.deliveries import (
@@ -84,7 +84,7 @@ def _route_path(scope: Scope) -> str:
 def create_app(
     *,
     config: Config,
-    store: SqliteStore,
+    store: Database,
     queue: ReviewQueue,
     governor: Governor,
     triggers: Callable[[], TriggerContext],

@@ -1,9 +1,12 @@
 """Shared fixtures. Keep this small: module-specific fixtures live beside their tests."""
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from service.storage import Database, SqliteStore
+from tests.databases import BACKENDS, open_database
 from tests.simulator.openapi import checker
 
 
@@ -20,3 +23,17 @@ def _the_simulator_answers_in_githubs_shapes() -> Iterator[None]:
                                           else "")
         pytest.fail("the simulator served shapes GitHub's description rejects:\n" + shown,
                     pytrace=False)
+
+
+@pytest.fixture(params=BACKENDS)
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    """A fresh store on each backend in turn: the SQLite file, then PostgreSQL."""
+    with open_database(request.param, tmp_path) as db:
+        yield db
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[SqliteStore]:
+    """The SQLite file alone, for what only it has (its query plans, its pragmas)."""
+    with SqliteStore(tmp_path / "state.db") as store:
+        yield store

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -10,15 +9,14 @@ import pytest
 
 from service.budget import Governor, Mode, Usage, measure
 from service.config import BudgetConfig
-from service.storage import SqliteStore, to_db_time
+from service.storage import Database, SqliteStore, to_db_time
 from service.storage.queue import ReviewQueue
 from tests.queue_helpers import LEASE, T0, budget, mention, opened
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    with SqliteStore(tmp_path / "state.db") as s:
-        yield s
+def store(database: Database) -> Database:
+    return database  # each test runs on SQLite and on PostgreSQL
 
 
 def charge(store: SqliteStore, tokens: int, at: datetime, *, key: str = "", settled: bool = True,

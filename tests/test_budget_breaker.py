@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import random
 import sqlite3
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from service.budget.breaker import (
 )
 from service.budget.windows import WindowState
 from service.config import BudgetConfig
-from service.storage import SqliteStore, to_db_time
+from service.storage import Database, SqliteStore, to_db_time
 from service.storage.queue import Claim, ReviewQueue
 from tests.queue_helpers import LEASE, T0, budget, mention
 
@@ -28,9 +27,8 @@ DAY = timedelta(days=1)
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    with SqliteStore(tmp_path / "state.db") as s:
-        yield s
+def store(database: Database) -> Database:
+    return database  # each test runs on SQLite and on PostgreSQL
 
 
 def charge(store: SqliteStore, tokens: int, at: datetime, key: str) -> None:

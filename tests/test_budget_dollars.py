@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -14,15 +13,14 @@ from hypothesis import given, settings
 
 from service.budget import Governor, Mode, Usage
 from service.budget.dollars import costs_since
-from service.storage import SqliteStore, to_db_time
+from service.storage import Database, SqliteStore, to_db_time
 from service.storage.queue import Claim, ReviewQueue
 from tests.queue_helpers import LEASE, T0, budget, mention, opened
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    with SqliteStore(tmp_path / "state.db") as s:
-        yield s
+def store(database: Database) -> Database:
+    return database  # each test runs on SQLite and on PostgreSQL
 
 
 def run(queue: ReviewQueue, gov: Governor, now: datetime, pr: int, tokens: int,
@@ -107,7 +105,8 @@ def test_costs_since_equals_the_plain_sum_for_any_ledger(
             assert (got.micro_usd, got.tokens, got.runs) == tuple(plain)
 
 
-def test_the_cost_query_reads_hours_not_rows(store: SqliteStore) -> None:
+def test_the_cost_query_reads_hours_not_rows(sqlite_store: SqliteStore) -> None:
+    store = sqlite_store  # the plan is SQLite's
     from service.storage.ledger import COSTS_SQL, window_params
     with store.read() as conn:
         plan = " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + COSTS_SQL,

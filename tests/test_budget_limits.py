@@ -5,7 +5,6 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -14,15 +13,14 @@ import pytest
 from service.budget import Governor, Mode, Usage
 from service.budget.breaker import BreakerState, write_breaker
 from service.budget.windows import measure, measure_actor
-from service.storage import SqliteStore, is_contention, to_db_time
+from service.storage import Database, SqliteStore, is_contention, to_db_time
 from service.storage.queue import Claim, ReviewQueue
 from tests.queue_helpers import LEASE, T0, budget, mention, opened
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    with SqliteStore(tmp_path / "state.db") as s:
-        yield s
+def store(database: Database) -> Database:
+    return database  # each test runs on SQLite and on PostgreSQL
 
 
 def charge(store: SqliteStore, tokens: int, at: datetime, *, key: str, actor: int = 1,
@@ -249,7 +247,8 @@ def test_two_people_racing_each_stop_at_their_cap(tmp_path: Path) -> None:
     assert admitted == {1: 5, 2: 5}
 
 
-def test_the_pacer_and_the_cap_read_their_indexes(store: SqliteStore) -> None:
+def test_the_pacer_and_the_cap_read_their_indexes(sqlite_store: SqliteStore) -> None:
+    store = sqlite_store  # the plans are SQLite's
     from service.budget import PACER_EXEMPT, WINDOWS
     from service.storage.ledger import ACTOR_SQL, pacer_sql
     stamp = to_db_time(T0)

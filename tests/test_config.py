@@ -838,3 +838,38 @@ def test_config_is_frozen(secrets_dir: Path) -> None:
     assert isinstance(config, Config)
     with pytest.raises(AttributeError):
         config.budget.enabled = False  # type: ignore[misc]
+
+
+# --- the store -------------------------------------------------------------------------------
+
+
+def test_the_store_is_the_sqlite_file_unless_a_postgresql_url_is_given(
+        secrets_dir: Path) -> None:
+    assert parse_config(minimal(), {}, secrets_dir).store.url is None
+    (secrets_dir / "pg-password").write_text("s3cret\n")
+    data = with_key("store.url", "postgresql://reviewer@db.internal:5432/reviews?sslmode=require")
+    data["store"]["password_file"] = "pg-password"
+    store = parse_config(data, {}, secrets_dir).store
+    assert store.url == "postgresql://reviewer@db.internal:5432/reviews?sslmode=require"
+    assert store.password is not None and store.password.reveal() == "s3cret"
+    assert "s3cret" not in repr(store)
+
+
+@pytest.mark.parametrize(("store", "problem"), [
+    ({"url": "mysql://db/reviews"}, 'store.url: must be a postgresql:// URL, got "mysql://db/reviews"'),
+    ({"url": "postgresql://reviewer:hunter2@db/reviews"},
+     "store.url: must not hold a password: put it in store.password_file, or give it to libpq "
+     "as PGPASSWORD or in ~/.pgpass"),
+    ({"url": "postgresql://db/reviews", "path": "other.db"},
+     "store.path: is the SQLite file; with store.url set, leave it out"),
+    ({"password_file": "pg-password"},
+     "store.password_file: is for store.url; the SQLite file needs none"),
+])
+def test_store_settings_that_cannot_both_hold_are_refused(
+        secrets_dir: Path, store: dict[str, str], problem: str) -> None:
+    (secrets_dir / "pg-password").write_text("s3cret")
+    data = minimal()
+    data["store"] = store
+    problems = problems_of(data, secrets_dir)
+    assert problems == [problem]
+    assert not any("hunter2" in p for p in problems)

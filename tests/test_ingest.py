@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.ingest import Applied, Decided, apply_decisions
-from service.storage import SqliteStore, to_db_time
+from service.storage import Database, SqliteStore, to_db_time
 from service.storage.agent_comments import AgentComments
 from service.storage.queue import ReviewQueue
 from service.triggers import Close, Decision, Enqueue, Ignore
@@ -18,9 +15,8 @@ from tests.queue_helpers import T0, apply_one, mention, opened
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    with SqliteStore(tmp_path / "state.db") as s:
-        yield s
+def store(database: Database) -> Database:
+    return database  # each test runs on SQLite and on PostgreSQL
 
 
 def test_enqueue_then_the_same_event_again_is_a_duplicate(store: SqliteStore) -> None:

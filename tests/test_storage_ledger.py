@@ -3,24 +3,21 @@ open until it is settled or lost, exactly once, and every write keeps to the tab
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
-from service.storage import SqliteStore, ledger, to_db_time
+from service.storage import Database, ledger, to_db_time
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    with SqliteStore(tmp_path / "state.db") as store:
-        yield store
+def store(database: Database) -> Database:
+    return database  # each test runs on SQLite and on PostgreSQL
 
 
-def _reserve(store: SqliteStore, key: str, owner: str = "w1") -> int:
+def _reserve(store: Database, key: str, owner: str = "w1") -> int:
     with store.transaction() as tx:
         ledger.reserve(tx, ledger.Reservation(dedupe_key=key, owner=owner, actor_id=7,
                                               mode="full", tokens=1000, repo="o/r",
@@ -35,7 +32,7 @@ def _settlement(tokens: int | None = 400) -> ledger.Settlement:
                              cost_usd=None)
 
 
-def _state(store: SqliteStore, row_id: int) -> str | None:
+def _state(store: Database, row_id: int) -> str | None:
     with store.read() as tx:
         return ledger.state(tx, row_id)
 
@@ -46,7 +43,7 @@ def test_the_table_names_one_target_per_event_and_only_leaves_open() -> None:
     assert (ledger.target("settle"), ledger.target("lose")) == (ledger.SETTLED, ledger.LOST)
 
 
-def test_a_reservation_is_open_then_settled_once(store: SqliteStore) -> None:
+def test_a_reservation_is_open_then_settled_once(store: Database) -> None:
     row = _reserve(store, "k")
     assert _state(store, row) == ledger.OPEN
     with store.transaction() as tx:
@@ -61,7 +58,7 @@ def test_a_reservation_is_open_then_settled_once(store: SqliteStore) -> None:
 
 
 def test_a_lost_reservation_is_charged_in_full_and_cannot_be_settled(
-        store: SqliteStore) -> None:
+        store: Database) -> None:
     row = _reserve(store, "k")
     with store.transaction() as tx:
         assert ledger.lose(tx, "k", T0 + timedelta(minutes=1)) == 1
@@ -73,7 +70,7 @@ def test_a_lost_reservation_is_charged_in_full_and_cannot_be_settled(
         assert ledger.latest(tx, "k")["used_tokens"] == 1000  # type: ignore[index]
 
 
-def test_only_the_owner_settles(store: SqliteStore) -> None:
+def test_only_the_owner_settles(store: Database) -> None:
     row = _reserve(store, "k", owner="w1")
     with store.transaction() as tx:
         assert ledger.open_mode(tx, "k", "w2") is None
@@ -82,7 +79,7 @@ def test_only_the_owner_settles(store: SqliteStore) -> None:
     assert _state(store, row) == ledger.OPEN
 
 
-def test_a_row_whose_columns_contradict_the_lifecycle_is_refused(store: SqliteStore) -> None:
+def test_a_row_whose_columns_contradict_the_lifecycle_is_refused(store: Database) -> None:
     row = _reserve(store, "k")
     with store.transaction() as tx:  # settled_at stamped by hand, stop_reason left NULL
         tx.execute("UPDATE ledger SET settled_at = ? WHERE id = ?", (to_db_time(T0), row))

@@ -4,22 +4,19 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterator
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import pytest
 
-from service.storage import SqliteStore
+from service.storage import Database, SqliteStore
 from service.storage import queue as q
 from service.storage.queue import Claim, ReviewQueue
 from tests.queue_helpers import LEASE, T0, mention, opened
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    with SqliteStore(tmp_path / "state.db") as s:
-        yield s
+def store(database: Database) -> Database:
+    return database  # each test runs on SQLite and on PostgreSQL
 
 
 @pytest.fixture

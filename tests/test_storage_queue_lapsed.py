@@ -4,22 +4,19 @@ with a dead lease for as long as the budget stayed exhausted)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
 from service.budget import Governor
-from service.storage import SqliteStore
+from service.storage import Database, SqliteStore
 from service.storage.queue import ReviewQueue
 from tests.queue_helpers import LEASE, T0, budget, mention
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    with SqliteStore(tmp_path / "state.db") as s:
-        yield s
+def store(database: Database) -> Database:
+    return database  # each test runs on SQLite and on PostgreSQL
 
 
 def ledger(store: SqliteStore) -> list[tuple[object, ...]]:

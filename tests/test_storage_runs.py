@@ -3,30 +3,27 @@ one attempt at a time, then concluded or failed; its content held until purged."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
-from service.storage import SqliteStore, closures, runs
+from service.storage import Database, closures, runs
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 LEASE = timedelta(seconds=30)
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    with SqliteStore(tmp_path / "state.db") as store:
-        with store.transaction() as tx:
-            runs.insert(tx, runs.RunRow(dedupe_key="k", repo="o/r", pr_number=1,
-                                        head_sha="a" * 40, outcome="completed",
-                                        findings="[]", recorded_at=T0, omitted="[]",
-                                        assessment=None, description=None))
-        yield store
+def store(database: Database) -> Database:  # each test on SQLite and on PostgreSQL
+    with database.transaction() as tx:
+        runs.insert(tx, runs.RunRow(dedupe_key="k", repo="o/r", pr_number=1,
+                                    head_sha="a" * 40, outcome="completed", findings="[]",
+                                    recorded_at=T0, omitted="[]", assessment=None,
+                                    description=None))
+    return database
 
 
-def _state(store: SqliteStore, now: datetime = T0) -> tuple[str, str] | None:
+def _state(store: Database, now: datetime = T0) -> tuple[str, str] | None:
     with store.read() as tx:
         return runs.state(tx, "k", now)
 
@@ -40,7 +37,7 @@ def test_the_table_has_one_target_per_event_and_source() -> None:
     assert runs.CONTENT_TRANSITIONS == {("purge", runs.HELD): runs.PURGED}
 
 
-def test_one_attempt_at_a_time_holds_the_lease(store: SqliteStore) -> None:
+def test_one_attempt_at_a_time_holds_the_lease(store: Database) -> None:
     assert _state(store) == (runs.RECORDED, runs.HELD)
     with store.transaction() as tx:
         assert runs.lease(tx, "k", T0, T0 + LEASE)
@@ -58,7 +55,7 @@ def test_one_attempt_at_a_time_holds_the_lease(store: SqliteStore) -> None:
     assert attempts == 2
 
 
-def test_the_first_conclusion_stands(store: SqliteStore) -> None:
+def test_the_first_conclusion_stands(store: Database) -> None:
     with store.transaction() as tx:
         assert runs.lease(tx, "k", T0, T0 + LEASE)
         assert runs.conclude(tx, "k", outcome=runs.PUBLISHED, published_at=T0, comment_id=5)
@@ -72,7 +69,7 @@ def test_the_first_conclusion_stands(store: SqliteStore) -> None:
             runs.conclude(tx, "k", outcome="posted", published_at=None, comment_id=None)
 
 
-def test_a_failed_run_is_offered_no_more_but_may_still_conclude(store: SqliteStore) -> None:
+def test_a_failed_run_is_offered_no_more_but_may_still_conclude(store: Database) -> None:
     with store.transaction() as tx:
         assert runs.lease(tx, "k", T0, T0 + LEASE)
         runs.fail(tx, "k", T0)
@@ -85,7 +82,7 @@ def test_a_failed_run_is_offered_no_more_but_may_still_conclude(store: SqliteSto
     assert _state(store) == (runs.REFUSED, runs.HELD)
 
 
-def test_a_purged_run_is_never_leased(store: SqliteStore) -> None:
+def test_a_purged_run_is_never_leased(store: Database) -> None:
     with store.transaction() as tx:
         closures.record_close(tx, "o/r", 1, merged=True, at=T0)
         assert runs.purge_closed(tx, now=T0 + timedelta(hours=1), cutoff=T0) == 1
@@ -94,7 +91,7 @@ def test_a_purged_run_is_never_leased(store: SqliteStore) -> None:
     assert _state(store) == (runs.RECORDED, runs.PURGED)
 
 
-def test_release_hands_the_run_back(store: SqliteStore) -> None:
+def test_release_hands_the_run_back(store: Database) -> None:
     with store.transaction() as tx:
         assert runs.lease(tx, "k", T0, T0 + LEASE)
         runs.release(tx, "k")

@@ -6,14 +6,13 @@ import multiprocessing
 import random
 import sqlite3
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
-from service.storage import SqliteStore, from_db_time, to_db_time, watermark_key
+from service.storage import Database, SqliteStore, from_db_time, to_db_time, watermark_key
 from service.storage.watermarks import Watermarks
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
@@ -21,15 +20,15 @@ KEY = "comments:o/r"
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    with SqliteStore(tmp_path / "state.db") as opened:
-        yield opened
+def store(database: Database) -> Database:
+    return database  # each test runs on SQLite and on PostgreSQL
 
 
 def put_raw(store: SqliteStore, name: str, at: str) -> None:
     """Write a row as older code would have, bypassing every check."""
     with store.transaction() as conn:
-        conn.execute("INSERT OR REPLACE INTO watermarks (name, at) VALUES (?, ?)", (name, at))
+        conn.execute("INSERT INTO watermarks (name, at) VALUES (?, ?)"
+                     " ON CONFLICT (name) DO UPDATE SET at = excluded.at", (name, at))
 
 
 def names(store: SqliteStore) -> dict[str, str]:

@@ -17,7 +17,8 @@ from service.config.reader import show
 
 __all__ = ["DEFAULT_USD_PER_MILLION_TOKENS", "SECTION_CHECKS", "api_root_problem",
            "engine_api_url_problem", "env_name_problem", "github_credentials",
-           "mention_problem", "one_of", "public_url_problem", "webhook_path_problem"]
+           "mention_problem", "one_of", "public_url_problem", "store_url_problem",
+           "webhook_path_problem"]
 
 # Routes the web app serves itself; a webhook path on top of one would shadow it.
 _RESERVED_PATHS: Final = ("/healthz", "/budget")
@@ -70,6 +71,24 @@ def public_url_problem(url: str) -> str | None:
     if re.search(r"\s", url):
         return f"must not contain whitespace, got {show(url)}"
     return None
+
+
+def store_url_problem(url: str) -> str | None:
+    """``store.url``: a PostgreSQL URL, without a password in it (it would be logged)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("postgresql", "postgres"):
+        return f"must be a postgresql:// URL, got {show(url)}"
+    if parts.password is not None:
+        return ("must not hold a password: put it in store.password_file, or give it to "
+                "libpq as PGPASSWORD or in ~/.pgpass")
+    return None
+
+
+def _store(values: Mapping[str, Any], problem: Problem) -> None:
+    if values["url"] is not None and values["path"] != "state.db":
+        problem("path", "is the SQLite file; with store.url set, leave it out")
+    if values["password"] is not None and values["url"] is None:
+        problem("password_file", "is for store.url; the SQLite file needs none")
 
 
 def mention_problem(mention: str) -> str | None:
@@ -140,6 +159,7 @@ def _budget(values: Mapping[str, Any], problem: Problem) -> None:
 
 #: Section name -> its check across keys, and whether it needs every key valid first.
 SECTION_CHECKS: Final[dict[str, tuple[Callable[[Mapping[str, Any], Problem], None], bool]]] = {
+    "store": (_store, False),
     "engine": (_engine, False),
     "budget": (_budget, True),
 }

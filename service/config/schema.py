@@ -20,6 +20,7 @@ from service.config.checks import (
     mention_problem,
     one_of,
     public_url_problem,
+    store_url_problem,
     webhook_path_problem,
 )
 from service.config.declare import Key, Section, key, keys, section
@@ -121,9 +122,19 @@ class ServerConfig:
 @dataclass(frozen=True, kw_only=True)
 class StoreConfig:
     path: str = key("str",
-        "The SQLite file. Relative to the config file's directory; `Config.store.path` is "
-        "always absolute. See docs/STORAGE.md.",
-        'state.db')
+        "The SQLite file: the embedded store, for one host. Relative to the config file's "
+        "directory; `Config.store.path` is always absolute. See docs/STORAGE.md.",
+        "state.db")
+    url: str | None = key("str?",
+        "A PostgreSQL database instead of the file, for several hosts: "
+        "`postgresql://user@host:5432/db` (TLS and other libpq options as URL parameters, "
+        "e.g. `?sslmode=verify-full`). It must not hold the password. See "
+        "docs/STORAGE.md.",
+        None, check=store_url_problem)
+    password: Secret | None = key("secret",
+        "Path to the PostgreSQL password, when `url` needs one and libpq's own `PGPASSWORD` "
+        "or `~/.pgpass` does not give it.",
+        None, name="password_file")
 
 
 @dataclass(frozen=True, kw_only=True)

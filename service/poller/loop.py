@@ -32,7 +32,7 @@ import anyio.to_thread
 
 from service.config import Config
 from service.github import GitHubClient, GitHubError, RateLimited
-from service.storage import SqliteStore, is_contention
+from service.storage import Database, is_contention
 from service.storage.queue import ReviewQueue
 from service.storage.watermarks import Watermarks
 from service.triggers import TriggerContext
@@ -98,7 +98,7 @@ class Poller:
         self,
         *,
         client: GitHubClient,
-        store: SqliteStore,
+        store: Database,
         queue: ReviewQueue,
         ctx: TriggerContext | Callable[[], TriggerContext],
         clock: Clock,
@@ -144,7 +144,7 @@ class Poller:
         config: Config,
         *,
         client: GitHubClient,
-        store: SqliteStore,
+        store: Database,
         queue: ReviewQueue,
         ctx: TriggerContext | Callable[[], TriggerContext],
         clock: Clock,

@@ -95,6 +95,11 @@ class Database(Protocol):
         """The schema version the database is at."""
         ...
 
+    @property
+    def head_version(self) -> int:
+        """The schema version this code writes on this backend."""
+        ...
+
     def close(self) -> None:
         """Release every connection. Idempotent."""
         ...

@@ -10,6 +10,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Final
 
+import psycopg
+
 __all__ = [
     "STORE_ERRORS",
     "MigrationError",
@@ -31,7 +33,8 @@ class StoreClosedError(RuntimeError):
     """The store was used after ``close()``."""
 
 
-STORE_ERRORS: Final[tuple[type[Exception], ...]] = (sqlite3.Error, StoreClosedError)
+STORE_ERRORS: Final[tuple[type[Exception], ...]] = (sqlite3.Error, psycopg.Error,
+                                                    StoreClosedError)
 """Every error a backend raises for a failed statement or connection, and closed use."""
 
 # SQLite's primary result codes for "someone else holds the lock"; extended codes
@@ -39,6 +42,7 @@ STORE_ERRORS: Final[tuple[type[Exception], ...]] = (sqlite3.Error, StoreClosedEr
 # the primary code in their low byte.
 _SQLITE_BUSY: Final = 5
 _SQLITE_LOCKED: Final = 6
+_PG_CONTENTION: Final = ("55P03", "40P01", "40001")
 _CONTENTION_MESSAGES: Final = (
     "database is locked",
     "database table is locked",
@@ -56,6 +60,10 @@ def is_contention(exc: BaseException) -> bool:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
+        # PostgreSQL: a wait for the write lock past lock_timeout (55P03), a deadlock or
+        # serialization failure (40P01, 40001): another writer, try again.
+        if isinstance(current, psycopg.Error) and current.sqlstate in _PG_CONTENTION:
+            return True
         if isinstance(current, sqlite3.OperationalError):
             code = getattr(current, "sqlite_errorcode", None)
             if isinstance(code, int):

@@ -291,7 +291,7 @@ SELECT h.m + p.m, h.t + p.t, h.r + p.r FROM
   (SELECT COALESCE(SUM(micro_usd), 0) AS m, COALESCE(SUM(tokens), 0) AS t,
           COALESCE(SUM(runs), 0) AS r
      FROM ledger_cost_hours WHERE hour > :start_hour) AS h,
-  (SELECT COALESCE(SUM(CAST(round(cost_usd * 1000000) AS INTEGER)), 0) AS m,
+  (SELECT COALESCE(SUM(CAST(round(cost_usd * 1000000) AS BIGINT)), 0) AS m,
           COALESCE(SUM(COALESCE(used_tokens, reserved_tokens)), 0) AS t, COUNT(*) AS r
      FROM ledger WHERE reserved_at > :start AND reserved_at < :next_hour
       AND cost_usd IS NOT NULL) AS p

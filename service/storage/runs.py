@@ -124,12 +124,14 @@ VALUES (:dedupe_key, :repo, :pr_number, :head_sha, :outcome, :findings, :recorde
 
 # The head of the last review that saw everything: a description is not a review, and a
 # truncated or failed one left something unread, so neither can be the start of an
-# incremental round. Ties on recorded_at go to the row inserted last.
+# incremental round. Two runs of one pull request recorded in the same microsecond (a
+# frozen clock in a test; never two workers, one pull request is leased to one at a time)
+# are told apart by their keys, the same way on every backend.
 _LAST_COMPLETED_HEAD = """
 SELECT head_sha FROM runs
  WHERE repo = :repo AND pr_number = :pr_number AND outcome = 'completed'
    AND description IS NULL
- ORDER BY recorded_at DESC, rowid DESC LIMIT 1
+ ORDER BY recorded_at DESC, dedupe_key DESC LIMIT 1
 """
 
 _LEASE = f"""

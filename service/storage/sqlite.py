@@ -317,6 +317,11 @@ class SqliteStore:
         return (conn, data_version, conn.total_changes)
 
     @property
+    def head_version(self) -> int:
+        """The schema version this code writes on SQLite."""
+        return HEAD_VERSION
+
+    @property
     def version(self) -> int:
         """The file's schema version (``PRAGMA user_version``)."""
         with self.read() as conn:

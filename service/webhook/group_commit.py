@@ -14,7 +14,7 @@ Where each part runs, and why:
   traded the GIL with the loop around every SQLite call, several context switches per
   delivery, and cost about a third more CPU per request (docs/PERFORMANCE.md).
 - **Waiting for the lock never happens on the loop.** ``stage`` begins without waiting
-  (``SqliteStore.try_begin``); when another connection holds the write lock it returns
+  (``Database.try_begin``); when another connection holds the write lock it returns
   None and the whole batch is written on a worker thread instead (``write``), which
   waits up to the busy timeout as every other writer does.
 - **The COMMIT's sync runs on the loop while syncs are quick**: a fraction of a

@@ -34,7 +34,7 @@ from service.github import GitHubClient
 from service.github.pulls import PullRequest, read_pull
 from service.health import Health
 from service.jobs import Job
-from service.storage import SqliteStore, ledger, runs
+from service.storage import Database, ledger, runs
 from service.storage.queue import Claim, ReviewQueue
 from service.worker.checkout import BareRepo, Checkouts
 from service.worker.diff import Selection, read_diff, select
@@ -136,7 +136,7 @@ class JobRunner:
     def __init__(
         self,
         *,
-        store: SqliteStore,
+        store: Database,
         queue: ReviewQueue,
         governor: Governor,
         github: GitHubClient,

@@ -1,0 +1,27 @@
+"""Opening the store a config names: the SQLite file (``store.path``) or PostgreSQL
+(``store.url``). The composition root and the commands call this; nothing else picks a
+backend."""
+
+from __future__ import annotations
+
+from service.config import StoreConfig
+from service.storage.database import Database
+
+__all__ = ["open_store", "store_label"]
+
+
+def open_store(config: StoreConfig) -> Database:
+    """Connect to (and migrate) the store ``config`` names."""
+    if config.url is not None:
+        from service.storage.postgres import PostgresStore  # psycopg only when asked for
+
+        password = None if config.password is None else config.password.reveal()
+        return PostgresStore(config.url, password=password)
+    from service.storage.sqlite import SqliteStore
+
+    return SqliteStore(config.path)
+
+
+def store_label(config: StoreConfig) -> str:
+    """What to call the store in a message: its path, or its URL (which holds no password)."""
+    return config.url if config.url is not None else config.path

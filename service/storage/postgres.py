@@ -1,0 +1,309 @@
+"""The PostgreSQL store: the same ``Database`` as ``SqliteStore``, for several hosts.
+
+``store.url`` in the config selects it. Every write transaction takes one transaction-
+scoped advisory lock first (``WRITE_LOCK``), which is exactly the guarantee SQLite's
+``BEGIN IMMEDIATE`` gives: one writer at a time across every connection, thread, process
+and host, so a read-then-write inside a transaction (the claim and the reservation it
+spends, a delivery id checked and recorded, a watermark compared and moved) is atomic
+against every other writer. A wait for the lock gives up after ``lock_timeout`` seconds
+with the same "contention" meaning as SQLite's busy timeout (``is_contention``). Reads run
+in one ``REPEATABLE READ`` snapshot and take no lock.
+
+The table modules write ``?`` and ``:name`` placeholders; ``Transaction.execute`` rewrites
+them for psycopg (``%s``, ``%(name)s``), once per statement text.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any, Final, TypeVar
+
+import anyio.to_thread
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from service.storage.errors import MigrationError, NestedTransactionError, StoreClosedError
+from service.storage.pg_schema import PG_MIGRATIONS
+
+__all__ = ["PG_HEAD_VERSION", "WRITE_LOCK", "PostgresStore", "translate_placeholders"]
+
+T = TypeVar("T")
+
+PG_HEAD_VERSION: Final = len(PG_MIGRATIONS)
+"""The schema version this code writes on PostgreSQL."""
+
+WRITE_LOCK: Final = 0x70726100  # "pra\\0": the one lock every write transaction holds
+_MIGRATE_LOCK: Final = 0x70726101
+DEFAULT_LOCK_TIMEOUT: Final = 5.0
+
+# A placeholder outside a quoted string: ``?``, or ``:name`` (not ``::``, a cast).
+_TOKENS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|::|\?|:(\w+)|%")
+
+
+@functools.lru_cache(maxsize=512)
+def translate_placeholders(sql: str) -> str:
+    """``sql`` with the table modules' ``?`` and ``:name`` as psycopg's ``%s`` and
+    ``%(name)s`` (quoted strings and ``::`` casts left alone, a literal ``%`` doubled)."""
+    def one(match: re.Match[str]) -> str:
+        text = match.group(0)
+        if text == "?":
+            return "%s"
+        if text == "%":
+            return "%%"
+        if match.group(1) is not None:
+            return f"%({match.group(1)})s"
+        return text  # a quoted string or a cast, as it is
+    return _TOKENS.sub(one, sql)
+
+
+class _Transaction:
+    """One connection inside an open transaction, as the table modules see it."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+        self.writes = 0  # statements other than SELECT run here: the change marker
+
+    def execute(self, sql: str, parameters: Any = (), /) -> psycopg.Cursor[Any]:
+        if not sql.lstrip().upper().startswith("SELECT"):
+            self.writes += 1
+        params = parameters if isinstance(parameters, Mapping) else tuple(parameters)
+        return self._conn.execute(translate_placeholders(sql), params or None)
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /
+                    ) -> psycopg.Cursor[Any]:
+        self.writes += 1
+        cursor = self._conn.cursor()
+        cursor.executemany(translate_placeholders(sql), [tuple(p) for p in parameters])
+        return cursor
+
+
+class _State(threading.local):
+    joined: _Transaction | None = None
+    reading: bool = False
+
+
+class _OpenTransaction:
+    """A write transaction from ``try_begin``: one block on one thread, ended on any."""
+
+    def __init__(self, store: PostgresStore, conn: psycopg.Connection[Any]) -> None:
+        self._store = store
+        self._conn: psycopg.Connection[Any] | None = conn
+        self._tx = _Transaction(conn)
+
+    @contextmanager
+    def using(self) -> Iterator[_Transaction]:
+        if self._conn is None:
+            raise RuntimeError("this transaction has ended")
+        state = self._store._state
+        if state.joined is not None or state.reading:
+            raise NestedTransactionError("another transaction or read is open on this thread")
+        state.joined = self._tx
+        try:
+            yield self._tx
+        finally:
+            state.joined = None
+
+    def commit(self) -> None:
+        self._end("COMMIT")
+
+    def rollback(self) -> None:
+        self._end("ROLLBACK")
+
+    def _end(self, statement: str) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        try:
+            conn.execute(statement)
+        except BaseException:
+            _rollback_quietly(conn)
+            raise
+        finally:
+            self._store._pool.putconn(conn)
+
+
+def _rollback_quietly(conn: psycopg.Connection[Any]) -> None:
+    # After a failed statement the transaction is aborted; after a lost connection there
+    # is nothing to roll back. Either way the original error is the one to report.
+    try:
+        if not conn.closed:
+            conn.execute("ROLLBACK")
+    except psycopg.Error:
+        pass
+
+
+class PostgresStore:
+    """The durable store on a PostgreSQL database: ``PostgresStore(url)`` connects and
+    migrates it. ``password`` (from ``store.password_file``) is passed to the driver, never
+    put in the URL; libpq's own ``PG*`` environment applies as usual."""
+
+    def __init__(self, url: str, *, password: str | None = None,
+                 lock_timeout: float = DEFAULT_LOCK_TIMEOUT, max_connections: int = 10,
+                 migrations: Sequence[tuple[str, ...]] = PG_MIGRATIONS) -> None:
+        self._url = url
+        kwargs: dict[str, Any] = {"autocommit": True}
+        if password is not None:
+            kwargs["password"] = password
+        timeout_ms = int(lock_timeout * 1000)
+
+        def configure(conn: psycopg.Connection[Any]) -> None:
+            conn.execute(f"SET lock_timeout = {timeout_ms:d}")
+            conn.execute("SET TIME ZONE 'UTC'")
+
+        self._pool: ConnectionPool[Any] = ConnectionPool(
+            url, kwargs=kwargs, min_size=1, max_size=max_connections, configure=configure,
+            open=False, name="pr-review-agent")
+        self._state = _State()
+        self._closed = False
+        try:
+            self._pool.open(wait=True, timeout=30)
+            self._migrate(migrations)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def url(self) -> str:
+        """The URL this store connected with (it never holds the password)."""
+        return self._url
+
+    @property
+    def head_version(self) -> int:
+        """The schema version this code writes on this backend."""
+        return PG_HEAD_VERSION
+
+    def close(self) -> None:
+        """Close every connection. Idempotent."""
+        self._closed = True
+        self._pool.close()
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self._url!r})"
+
+    # -- transactions --
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"store {self._url!r} is closed")
+
+    @contextmanager
+    def transaction(self) -> Iterator[_Transaction]:
+        """One write transaction holding ``WRITE_LOCK``: COMMIT on return, ROLLBACK on raise."""
+        self._check_open()
+        state = self._state
+        if state.joined is not None:
+            raise NestedTransactionError("transaction() is already open on this thread")
+        if state.reading:
+            raise NestedTransactionError(
+                "transaction() inside read(): finish the read before writing")
+        with self._pool.connection() as conn:
+            conn.execute("BEGIN")
+            try:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                tx = _Transaction(conn)
+                state.joined = tx
+                try:
+                    yield tx
+                finally:
+                    state.joined = None
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback_quietly(conn)
+                raise
+
+    def try_begin(self) -> _OpenTransaction | None:
+        """A write transaction begun at once, or None when another holds the write lock."""
+        self._check_open()
+        conn = self._pool.getconn(timeout=1.0)
+        try:
+            conn.execute("BEGIN")
+            (taken,) = conn.execute("SELECT pg_try_advisory_xact_lock(%s)",
+                                    (WRITE_LOCK,)).fetchone() or (False,)
+        except BaseException:
+            _rollback_quietly(conn)
+            self._pool.putconn(conn)
+            raise
+        if not taken:
+            _rollback_quietly(conn)
+            self._pool.putconn(conn)
+            return None
+        return _OpenTransaction(self, conn)
+
+    @contextmanager
+    def read(self) -> Iterator[_Transaction]:
+        """A read of one snapshot; inside ``transaction()`` it shares that one."""
+        state = self._state
+        if state.joined is not None:
+            yield state.joined
+            return
+        self._check_open()
+        with self._pool.connection() as conn:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            state.reading = True
+            try:
+                yield _Transaction(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback_quietly(conn)
+                raise
+            finally:
+                state.reading = False
+
+    async def run(self, func: Callable[..., T], /, *args: Any) -> T:
+        """``func(*args)`` on a worker thread."""
+        return await anyio.to_thread.run_sync(func, *args)
+
+    def change_marker(self, tx: Any) -> Hashable:
+        """This transaction and the writes it made: valid within one transaction only,
+        since another host may commit between two of ours."""
+        return (id(tx), getattr(tx, "writes", 0))
+
+    @property
+    def version(self) -> int:
+        """The database's schema version."""
+        with self.read() as tx:
+            row = tx.execute("SELECT version FROM schema_version").fetchone()
+        return 0 if row is None else int(row[0])
+
+    # -- migrations --
+
+    def _migrate(self, migrations: Sequence[tuple[str, ...]]) -> None:
+        with self._pool.connection() as conn:
+            conn.execute("BEGIN")
+            try:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATE_LOCK,))
+                conn.execute("CREATE TABLE IF NOT EXISTS schema_version"
+                             " (version INTEGER NOT NULL)")
+                row = conn.execute("SELECT version FROM schema_version").fetchone()
+                version = 0 if row is None else int(row[0])
+                if version > len(migrations):
+                    raise MigrationError(
+                        f"store is at schema version {version}, newer than this code's "
+                        f"{len(migrations)}; refusing to run against it")
+                for statement in (s for m in migrations[version:] for s in m):
+                    conn.execute(statement)
+                if row is None:
+                    conn.execute("INSERT INTO schema_version (version) VALUES (%s)",
+                                 (len(migrations),))
+                else:
+                    conn.execute("UPDATE schema_version SET version = %s",
+                                 (len(migrations),))
+                conn.execute("COMMIT")
+            except psycopg.Error as exc:
+                _rollback_quietly(conn)
+                raise MigrationError(f"migrating {self._url!r} failed: {exc}") from exc
+            except BaseException:
+                _rollback_quietly(conn)
+                raise

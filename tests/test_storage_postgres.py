@@ -1,0 +1,132 @@
+"""The PostgreSQL store itself: what ``PostgresStore`` adds to the ``Database`` contract
+(the table modules' own tests run on it through the ``database`` fixture)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict
+
+from service.config import StoreConfig
+from service.health import Health
+from service.storage import NestedTransactionError, is_contention
+from service.storage.open import open_store, store_label
+from service.storage.postgres import PG_HEAD_VERSION, WRITE_LOCK, PostgresStore, translate_placeholders
+from tests.databases import throwaway_database
+
+
+@pytest.fixture
+def conninfo() -> Iterator[str]:
+    with throwaway_database() as info:
+        yield info
+
+
+@pytest.fixture
+def pg(conninfo: str) -> Iterator[PostgresStore]:
+    with PostgresStore(conninfo, lock_timeout=0.5) as store:
+        yield store
+
+
+def test_placeholders_are_rewritten_outside_quotes_and_casts() -> None:
+    assert translate_placeholders("SELECT a FROM t WHERE b = ? AND c = :name") == (
+        "SELECT a FROM t WHERE b = %s AND c = %(name)s")
+    assert translate_placeholders("SELECT '?', ':x', '{}', x::text, '50%' FROM t WHERE y LIKE 'a%'") == (
+        "SELECT '?', ':x', '{}', x::text, '50%' FROM t WHERE y LIKE 'a%'")
+    assert translate_placeholders("SELECT 5 % 3") == "SELECT 5 %% 3"
+
+
+def test_a_new_database_is_migrated_once(conninfo: str) -> None:
+    with PostgresStore(conninfo) as first:
+        assert first.version == first.head_version == PG_HEAD_VERSION
+    with PostgresStore(conninfo) as again, again.read() as tx:
+        assert again.version == PG_HEAD_VERSION
+        assert tx.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == 1
+
+
+def test_no_two_writers_at_once_and_try_begin_does_not_wait(pg: PostgresStore) -> None:
+    holding, release = threading.Event(), threading.Event()
+
+    def writer() -> None:
+        with pg.transaction() as tx:
+            tx.execute("INSERT INTO budget_state (key, value) VALUES ('k', 'v')")
+            holding.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert holding.wait(10)
+        assert pg.try_begin() is None  # the write lock is held: no waiting on the loop
+        with pytest.raises(psycopg.Error) as waited:  # past lock_timeout: contention
+            with pg.transaction():
+                pass
+        assert is_contention(waited.value)
+    finally:
+        release.set()
+        thread.join()
+    staged = pg.try_begin()
+    assert staged is not None
+    with staged.using() as tx:
+        tx.execute("UPDATE budget_state SET value = 'w' WHERE key = 'k'")
+    staged.commit()
+    with pg.read() as tx:
+        assert tx.execute("SELECT value FROM budget_state").fetchall() == [("w",)]
+
+
+def test_the_write_lock_is_the_documented_one(pg: PostgresStore, conninfo: str) -> None:
+    with pg.transaction(), psycopg.connect(conninfo, autocommit=True) as other:
+        (taken,) = other.execute("SELECT pg_try_advisory_xact_lock(%s)",
+                                 (WRITE_LOCK,)).fetchone() or (True,)
+        assert taken is False
+
+
+def test_a_failed_block_rolls_back_and_nesting_is_refused(pg: PostgresStore) -> None:
+    def fail() -> None:
+        with pg.transaction() as tx:
+            tx.execute("INSERT INTO budget_state (key, value) VALUES ('k', 'v')")
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        fail()
+    with pg.read() as tx:
+        assert tx.execute("SELECT COUNT(*) FROM budget_state").fetchone()[0] == 0
+    with pg.transaction(), pytest.raises(NestedTransactionError):
+        with pg.transaction():
+            pass
+    with pg.read(), pytest.raises(NestedTransactionError):
+        with pg.transaction():
+            pass
+
+
+def test_a_read_inside_a_transaction_sees_its_writes(pg: PostgresStore) -> None:
+    with pg.transaction() as tx:
+        tx.execute("INSERT INTO budget_state (key, value) VALUES ('k', 'v')")
+        with pg.read() as same:
+            assert same.execute("SELECT value FROM budget_state").fetchone() == ("v",)
+
+
+def test_the_health_check_reads_the_backends_own_version(pg: PostgresStore) -> None:
+    check = Health(pg).report(datetime.now(UTC))["checks"]["store"]  # type: ignore[index]
+    assert check["status"] == "ok" and check["schema_version"] == PG_HEAD_VERSION
+
+
+def test_the_config_chooses_the_backend(conninfo: str, tmp_path: Path) -> None:
+    parts = conninfo_to_dict(conninfo)
+    url = f"postgresql:///{parts['dbname']}?host={parts.get('host', '/var/run/postgresql')}"
+    config = StoreConfig(path=str(tmp_path / "state.db"), url=url)
+    store = open_store(config)
+    try:
+        assert isinstance(store, PostgresStore) and store_label(config) == url
+    finally:
+        store.close()
+    sqlite = open_store(StoreConfig(path=str(tmp_path / "state.db")))
+    try:
+        assert not isinstance(sqlite, PostgresStore)
+        assert store_label(StoreConfig(path="x.db")) == "x.db"
+    finally:
+        sqlite.close()
