@@ -16,7 +16,12 @@ from service.config import StoreConfig
 from service.health import Health
 from service.storage import NestedTransactionError, is_contention
 from service.storage.open import open_store, store_label
-from service.storage.postgres import PG_HEAD_VERSION, WRITE_LOCK, PostgresStore, translate_placeholders
+from service.storage.postgres import (
+    PG_HEAD_VERSION,
+    WRITE_LOCK,
+    PostgresStore,
+    translate_placeholders,
+)
 from tests.databases import throwaway_database
 
 
