@@ -53,6 +53,8 @@ def _migrate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from service.storage import Database, SqliteStore
     from service.storage.open import open_store, store_label
 
+    if args.source is not None or args.target is not None:
+        return _copy(args, out, err)
     store: Database
     if args.store is not None:
         label, store = args.store, SqliteStore(args.store)
@@ -68,6 +70,44 @@ def _migrate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"{label}: schema version {store.version}", file=out)
     finally:
         store.close()
+    return 0
+
+
+def _without_password(url: str) -> str:
+    """A URL fit to print: a password written into it is replaced by ``***``."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _copy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from service.storage import STORE_ERRORS, SqliteStore
+    from service.storage.copy import CopyError, copy_store
+    from service.storage.postgres import PostgresStore
+
+    if args.source is None or args.target is None:
+        print("migrate: --from STATE_DB and --to POSTGRESQL_URL go together", file=err)
+        return 2
+    if not os.path.isfile(args.source):
+        print(f"migrate: {args.source}: no such SQLite store", file=err)
+        return 2
+    try:
+        with SqliteStore(args.source) as source, PostgresStore(args.target) as target:
+            copied = copy_store(source, target)
+    except CopyError as exc:
+        print(f"migrate: nothing copied: {exc}", file=err)
+        return 1
+    except STORE_ERRORS as exc:
+        print(f"migrate: nothing copied: {type(exc).__name__}: {exc}", file=err)
+        return 1
+    for table, rows in copied.rows.items():
+        print(f"  {table}: {rows} row(s)", file=out)
+    print(f"{args.source} -> {_without_password(args.target)}: {copied.total} row(s) copied "
+          "and verified", file=out)
     return 0
 
 
@@ -175,7 +215,11 @@ def build_parser() -> argparse.ArgumentParser:
     migrate = sub.add_parser("migrate", help="create or upgrade the store and print its version")
     where = migrate.add_mutually_exclusive_group(required=True)
     where.add_argument("--store", help="path to the SQLite store file")
-    where.add_argument("--config", help="path to the YAML config (uses store.path)")
+    where.add_argument("--config", help="path to the YAML config (uses its store)")
+    where.add_argument("--from", dest="source", metavar="STATE_DB",
+                       help="copy this SQLite store into the empty PostgreSQL database --to")
+    migrate.add_argument("--to", dest="target", metavar="POSTGRESQL_URL",
+                         help="with --from: the PostgreSQL database to copy into")
     migrate.set_defaults(handler=_migrate)
 
     serve = sub.add_parser("serve", help="run the service (web receiver, poller, workers)")
