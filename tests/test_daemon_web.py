@@ -16,7 +16,9 @@ from typing import Any
 
 import anyio
 import httpx
+import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from service.cli import main
 from service.config import load_config
@@ -27,6 +29,7 @@ from service.identity import UNKNOWN_SLUG, AppIdentity
 from service.storage import SqliteStore
 from service.triggers import classify_event
 from tests import payloads as p
+from tests.databases import throwaway_database
 from tests.simulator import SimulatorTransport, WebhookSender
 from tests.simulator.harness import Harness
 from tests.webhook_env import PREVIOUS_SECRET, SECRET, write_config
@@ -215,3 +218,58 @@ def p_now() -> datetime:
 
 async def no_sleep(seconds: float) -> None:
     return None
+
+
+@pytest.mark.anyio
+async def test_two_replicas_on_one_postgresql_database_record_each_delivery_once(
+        tmp_path: Path) -> None:
+    """Any replica may receive any delivery: a redelivery to the other one is a duplicate,
+    and each delivery and its queue row are recorded once, in the one database."""
+    unreachable = free_port()
+    with throwaway_database() as conninfo:
+        parts = conninfo_to_dict(conninfo)
+        store = {"url": f"postgresql:///{parts['dbname']}"
+                        f"?host={parts.get('host', '/var/run/postgresql')}"}
+        replicas = []
+        for name in ("a", "b"):
+            port = free_port()
+            config = write_config(tmp_path, port=port, store=store, name=f"{name}.yaml",
+                                  github={"api_url": f"http://127.0.0.1:{unreachable}"})
+            replicas.append((f"http://127.0.0.1:{port}", config, tmp_path / f"{name}.log"))
+        processes = []
+        try:
+            for url, config, log in replicas:
+                with log.open("wb") as err:
+                    processes.append(subprocess.Popen(
+                        [sys.executable, "-m", "service", "serve", "--config", str(config),
+                         "--role", "web"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err))
+            for (url, _, log), process in zip(replicas, processes, strict=True):
+                assert wait_for_auth_report(url, process, log)["checks"]["store"][
+                    "status"] == "ok"
+            answers = []
+            first = p.pull_request_event("opened")
+            second = p.pull_request_event("opened", p.pull_request(7, head_sha="b" * 40))
+            for url, event, delivery in ((replicas[0][0], first, "d-1"),
+                                         (replicas[1][0], first, "d-1"),
+                                         (replicas[1][0], second, "d-2")):
+                async with httpx.AsyncClient(base_url=url) as client:
+                    sender = WebhookSender(client, url="/webhook", secret=SECRET, app_id=4242)
+                    answers.append(await sender.send("pull_request", event,
+                                                     delivery_id=delivery))
+            for process in processes:
+                process.send_signal(signal.SIGTERM)
+            codes = [process.wait(timeout=20) for process in processes]
+        finally:
+            for process in processes:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+        with psycopg.connect(conninfo) as db:
+            deliveries = db.execute("SELECT delivery_id, outcome FROM deliveries"
+                                    " ORDER BY delivery_id").fetchall()
+            queued = db.execute("SELECT COUNT(*) FROM queue").fetchone()
+    assert [a.status_code for a in answers] == [202, 200, 202]
+    assert answers[1].json() == {"duplicate": True}
+    assert codes == [0, 0]
+    assert deliveries == [("d-1", "enqueued"), ("d-2", "enqueued")]
+    assert queued == (2,)

@@ -43,7 +43,8 @@ class Clock:
 
 
 def write_config(tmp_path: Path, *, server: dict[str, Any] | None = None,
-                 github: dict[str, Any] | None = None, port: int = 8080) -> Path:
+                 github: dict[str, Any] | None = None, port: int = 8080,
+                 store: dict[str, Any] | None = None, name: str = "config.yaml") -> Path:
     (tmp_path / "app.pem").write_text(app_key_pair()[0])
     (tmp_path / "webhook").write_text(SECRET + "\n")
     (tmp_path / "webhook.previous").write_text(PREVIOUS_SECRET)
@@ -53,12 +54,12 @@ def write_config(tmp_path: Path, *, server: dict[str, Any] | None = None,
                    "previous_webhook_secret_file": "webhook.previous", **(github or {})},
         "server": {"host": "127.0.0.1", "port": port, "max_body_bytes": LIMIT,
                    **(server or {})},
-        "store": {"path": "state.db"},
+        "store": store or {"path": "state.db"},
         "triggers": {},
         "budget": {"session_tokens": 1_000_000, "weekly_tokens": 10_000_000,
                    "max_run_tokens": 50_000},
     }
-    path = tmp_path / "config.yaml"
+    path = tmp_path / name
     path.write_text(yaml.safe_dump(document))
     return path
 
