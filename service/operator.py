@@ -56,7 +56,15 @@ from service.services import service_redactor
 from service.storage import Database, Transaction, ledger, runs
 from service.storage import queue as queue_table
 from service.storage.open import open_store
-from service.storage.queue import Claim, ReviewQueue
+from service.storage.queue import (
+    ABANDONED,
+    CLAIMED,
+    DONE,
+    PENDING,
+    SUPERSEDED,
+    Claim,
+    ReviewQueue,
+)
 from service.worker import Checkouts, Installations, JobRunner, JobSettings, owner_id, read_pull
 
 __all__ = ["ReviewReport", "load_or_report", "replay", "replay_url", "review", "review_once"]
@@ -230,11 +238,11 @@ async def _review(session: _Session, repo: str, pr_number: int) -> ReviewReport:
     new = await anyio.to_thread.run_sync(lambda: queue.enqueue(job, now=clock()))
     row = await anyio.to_thread.run_sync(queue.get, key)
     assert row is not None  # just enqueued, or already there
-    if row.status == "done":
+    if row.status == DONE:
         state = await anyio.to_thread.run_sync(_state_of, store, key)
         return ReviewReport(key, False, True, (
             header, "already reviewed at this head; not reviewing it again", *_describe(state)))
-    if row.status in ("abandoned", "superseded"):
+    if row.status in (ABANDONED, SUPERSEDED):
         return ReviewReport(key, False, False, (
             header, f"the queue row for this head is {row.status}; not reviewing it"))
     owner = owner_id(0)
@@ -251,7 +259,7 @@ async def _review(session: _Session, repo: str, pr_number: int) -> ReviewReport:
     await session.job_runner()(claim)
     state = await anyio.to_thread.run_sync(_state_of, store, key)
     queue_state = state["queue"]
-    done = isinstance(queue_state, dict) and queue_state["status"] == "done"
+    done = isinstance(queue_state, dict) and queue_state["status"] == DONE
     mode = " (dry run: nothing posted)" if dry_run else ""
     return ReviewReport(key, True, done, (header + mode, *_describe(state)))
 
@@ -259,7 +267,7 @@ async def _review(session: _Session, repo: str, pr_number: int) -> ReviewReport:
 def _unclaimed(queue: ReviewQueue, governor: Governor, key: str, clock: Clock) -> str:
     """Why the claim of ``key`` found nothing to take."""
     row = queue.get(key)
-    if row is not None and row.status == "claimed" and row.leased_until is not None \
+    if row is not None and row.status == CLAIMED and row.leased_until is not None \
             and row.leased_until > clock():
         return (f"a worker is reviewing it now (owner {row.owner}, lease until "
                 f"{row.leased_until.isoformat()})")
@@ -269,7 +277,7 @@ def _unclaimed(queue: ReviewQueue, governor: Governor, key: str, clock: Clock) -
         frees = f", frees at {refusal.frees_at.isoformat()}" if refusal.frees_at else ""
         return (f"the budget refused it ({refusal.reason}{window}{frees}); "
                 "nothing was spent; see pr-review-agent budget")
-    if row is not None and row.status == "pending" and row.leased_until is not None \
+    if row is not None and row.status == PENDING and row.leased_until is not None \
             and row.leased_until > clock():
         return (f"attempt {row.attempts} failed; it is tried again from "
                 f"{row.leased_until.isoformat()} (pr-review-agent serve does, or run this "
