@@ -18,8 +18,10 @@ from typing import TypeVar
 
 from service.budget import WINDOWS, Governor, Usage, limit_of, measure
 from service.config import BudgetConfig
-from service.storage import SqliteStore, from_db_time, is_contention
+from service.storage import STORE_ERRORS, SqliteStore, from_db_time, is_contention
+from service.storage.postgres import PostgresStore
 from service.storage.queue import Claim, ReviewQueue
+from tests.databases import throwaway_database
 from tests.queue_helpers import T0, mention
 
 # Small limits so that the windows fill, refuse and free many times over the run.
@@ -48,13 +50,20 @@ def checked_admit(gov: Governor, config: BudgetConfig, violations: list[str]
     return admit
 
 
-def sliding_window_violations(path: Path, config: BudgetConfig) -> list[str]:
+def open_at(where: str | Path) -> SqliteStore | PostgresStore:
+    """The store at ``where``: a SQLite file's path, or a PostgreSQL conninfo."""
+    text = str(where)
+    return PostgresStore(text) if "dbname=" in text else SqliteStore(text)
+
+
+def sliding_window_violations(path: str | Path, config: BudgetConfig) -> list[str]:
     """Every trailing window that ends at a reservation instant, from the final ledger."""
-    con = sqlite3.connect(path)
+    con = open_at(path)
     try:
-        rows = [(from_db_time(at), int(c)) for at, c in con.execute(
-            "SELECT reserved_at, COALESCE(used_tokens, reserved_tokens) FROM ledger"
-            " ORDER BY reserved_at")]
+        with con.read() as tx:
+            rows = [(from_db_time(at), int(c)) for at, c in tx.execute(
+                "SELECT reserved_at, COALESCE(used_tokens, reserved_tokens) FROM ledger"
+                " ORDER BY reserved_at")]
     finally:
         con.close()
     times = [at for at, _ in rows]
@@ -75,11 +84,11 @@ def sliding_window_violations(path: Path, config: BudgetConfig) -> list[str]:
 T = TypeVar("T")
 
 
-def drive(path: Path, worker: int, claims: int, tick: Callable[[], datetime],
+def drive(path: str | Path, worker: int, claims: int, tick: Callable[[], datetime],
           violations: list[str]) -> int:
     """One worker: claim, settle at a random-ish fraction, finish. Returns admitted count."""
     admitted = 0
-    with SqliteStore(path) as store:
+    with open_at(path) as store:
         queue = ReviewQueue(store, lease=timedelta(minutes=20))
         gov = Governor(store, CONFIG)
         admit = checked_admit(gov, CONFIG, violations)
@@ -108,14 +117,14 @@ def retry_on_contention(op: Callable[[], T]) -> T:
     for _ in range(50):
         try:
             return op()
-        except sqlite3.OperationalError as exc:
+        except STORE_ERRORS as exc:
             if not is_contention(exc):
                 raise
     raise AssertionError("the store stayed locked for 50 busy timeouts")
 
 
-def seed(path: Path, count: int) -> None:
-    with SqliteStore(path) as store:
+def seed(path: str | Path, count: int) -> None:
+    with open_at(path) as store:
         queue = ReviewQueue(store)
         for n in range(count):
             queue.enqueue(mention(n + 1, n + 1), now=T0 - timedelta(days=1))
@@ -161,22 +170,22 @@ def _process_main(path: str, worker: int, claims: int, counter: object, lock: ob
             return T0 + counter.value * TICK  # type: ignore[attr-defined]
 
     violations: list[str] = []
-    admitted = drive(Path(path), worker, claims, tick, violations)
+    admitted = drive(path, worker, claims, tick, violations)
     out.put((worker, admitted, violations))  # type: ignore[attr-defined]
 
 
-def test_four_processes_on_one_file_never_breach_a_window(tmp_path: Path) -> None:
-    path = tmp_path / "state.db"
-    seed(path, 3_000)
+def race_four_processes(where: str, claims: int) -> None:
+    """Four processes race ``claims`` claims each against the store at ``where``; every
+    invariant is checked, in each admission and on the final ledger."""
     ctx = multiprocessing.get_context("spawn")
     counter = ctx.Value("q", 0, lock=False)
     lock = ctx.Lock()
     out = ctx.Queue()
-    procs = [ctx.Process(target=_process_main, args=(str(path), w, 500, counter, lock, out))
+    procs = [ctx.Process(target=_process_main, args=(where, w, claims, counter, lock, out))
              for w in range(4)]
     for p in procs:
         p.start()
-    reports = [out.get(timeout=120) for _ in procs]
+    reports = [out.get(timeout=300) for _ in procs]
     for p in procs:
         p.join(timeout=30)
         assert p.exitcode == 0
@@ -184,10 +193,23 @@ def test_four_processes_on_one_file_never_breach_a_window(tmp_path: Path) -> Non
     out.join_thread()
     assert [v for _, _, v in reports if v] == []
     assert sum(a for _, a, _ in reports) > 100
-    assert sliding_window_violations(path, CONFIG) == []
-    with sqlite3.connect(path) as con:
-        dup = con.execute("SELECT COUNT(*) FROM (SELECT dedupe_key FROM ledger"
-                          " WHERE settled_at IS NULL GROUP BY dedupe_key HAVING COUNT(*) > 1)"
-                          ).fetchone()[0]
-    con.close()
+    assert sliding_window_violations(where, CONFIG) == []
+    with open_at(where) as store, store.read() as tx:
+        (dup,) = tx.execute(
+            "SELECT COUNT(*) FROM (SELECT dedupe_key FROM ledger WHERE settled_at IS NULL"
+            " GROUP BY dedupe_key HAVING COUNT(*) > 1) AS open_twice").fetchone()
     assert dup == 0
+
+
+def test_four_processes_on_one_file_never_breach_a_window(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    seed(path, 3_000)
+    race_four_processes(str(path), 500)
+
+
+def test_four_processes_on_one_postgresql_database_never_breach_a_window() -> None:
+    """The same race across processes that share one PostgreSQL database, as replicas on
+    several hosts do: the one advisory write lock serialises every admission."""
+    with throwaway_database() as conninfo:
+        seed(conninfo, 2_000)
+        race_four_processes(conninfo, 300)
