@@ -53,6 +53,7 @@ class _Poller:
     interval: timedelta
     started_at: datetime
     last_cycle_at: datetime | None = None
+    standby_at: datetime | None = None  # last seen standing by for another process
 
 
 @dataclass
@@ -106,6 +107,14 @@ class Health:
             if self._poller is None:
                 raise RuntimeError("poller_cycle_succeeded before poller_started")
             self._poller.last_cycle_at = _aware(now)
+            self._poller.standby_at = None
+
+    def poller_standing_by(self, now: datetime) -> None:
+        """Another process polls this store; this one checked at ``now`` and stands by."""
+        with self._lock:
+            if self._poller is None:
+                raise RuntimeError("poller_standing_by before poller_started")
+            self._poller.standby_at = _aware(now)
 
     def workers_started(self, names: list[str]) -> None:
         """This process runs these workers (all alive now)."""
@@ -191,6 +200,12 @@ class Health:
         if poller is None:
             return {"status": NOT_RUNNING}
         stale_after = poller.interval * STALE_INTERVALS
+        if poller.standby_at is not None:  # healthy for as long as it keeps asking
+            age = now - poller.standby_at
+            return {"status": OK if age <= stale_after else DEGRADED, "standby": True,
+                    "interval_seconds": poller.interval.total_seconds(),
+                    "last_cycle_at": _iso(poller.last_cycle_at),
+                    "checked_at": _iso(poller.standby_at)}
         since = poller.last_cycle_at or poller.started_at
         age = now - since
         check: dict[str, object] = {

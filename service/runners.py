@@ -50,14 +50,21 @@ async def run_poller(services: Services, stop: asyncio.Event) -> None:
             services.health.poller_cycle_succeeded(at)
         services.wake_workers()  # whatever the cycle enqueued is claimable now
 
+    # One poller among every process on the store (on PostgreSQL, across hosts): the others
+    # stand by and take over when the leader's connection goes.
+    leadership = services.store.leadership("poller")
     poller = Poller.from_config(
         config, client=services.github, store=services.store, queue=services.queue,
-        ctx=services.identity.context, clock=services.clock, on_cycle=on_cycle)
+        ctx=services.identity.context, clock=services.clock, on_cycle=on_cycle,
+        leadership=leadership, on_standby=services.health.poller_standing_by)
     services.installation_listeners.append(lambda change: poller.request_refresh())
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(poller.run)
-        await stop.wait()
-        tg.cancel_scope.cancel()  # a cycle in flight is redone: only commits move a mark
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(poller.run)
+            await stop.wait()
+            tg.cancel_scope.cancel()  # a cycle in flight is redone: only commits move a mark
+    finally:
+        leadership.close()
 
 
 MAINTENANCE_INTERVAL = 30.0  # seconds between re-offers, notices and retention sweeps

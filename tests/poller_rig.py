@@ -118,12 +118,12 @@ class PollerRig:
             transport=SimulatorTransport(world),
             sleep=client_sleep)
 
-    def new_poller(self) -> Poller:
+    def new_poller(self, **options: Any) -> Poller:
         return Poller(client=self.client, store=self.store, queue=self.queue, ctx=self.ctx,
                       clock=self.world.clock.now, interval=self.interval,
                       repositories=self.allowlist, sleep=self.sleep,
                       on_cycle=lambda ok, at: self.cycles.append((ok, at)),
-                      refresh_every=self.refresh_every)
+                      refresh_every=self.refresh_every, **options)
 
     async def restart(self) -> None:
         """What a process restart leaves: the store, a new client, a new poller."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 
@@ -342,3 +342,30 @@ async def test_legacy_watermarks_are_not_guessed_onto_one_of_several_repositorie
         assert rig.rows() == []
     finally:
         await rig.close()
+
+
+class Turns:
+    """A leadership that another process holds for ``standby`` asks, then this one wins."""
+
+    def __init__(self, standby: int) -> None:
+        self.left = standby
+        self.closed = False
+
+    def lead(self) -> bool:
+        self.left -= 1
+        return self.left < 0
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.anyio
+async def test_a_standby_poller_polls_nothing_until_it_leads(rig: PollerRig) -> None:
+    standing_by: list[datetime] = []
+    poller = rig.new_poller(leadership=Turns(standby=2), on_standby=standing_by.append)
+    await poller.run(cycles=1)
+    # Two intervals of standing by (asked again at each), then the one real cycle.
+    assert len(standing_by) == 2 and len(rig.cycles) == 1
+    assert rig.sleep.waits[:2] == [rig.interval.total_seconds()] * 2
+    listings = list(rig.world.requests.matching("GET", "/app/installations*"))
+    assert len(listings) == 1  # GitHub heard from it only once it led

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -135,3 +136,47 @@ def test_the_config_chooses_the_backend(conninfo: str, tmp_path: Path) -> None:
         assert store_label(StoreConfig(path="x.db")) == "x.db"
     finally:
         sqlite.close()
+
+
+def test_one_leader_at_a_time_and_a_dead_one_is_replaced(pg: PostgresStore,
+                                                         conninfo: str) -> None:
+    first, second = pg.leadership("poller"), pg.leadership("poller")
+    other_role = pg.leadership("janitor")
+    try:
+        assert first.lead() and first.lead()  # and it stays the leader
+        assert not second.lead()
+        assert other_role.lead()  # another role is another election
+        # The leader's host dies: the server ends its session, and the lock with it.
+        with psycopg.connect(conninfo, autocommit=True) as admin:
+            pids = [pid for (pid,) in admin.execute(
+                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = %s",
+                (pg_lock_objid("poller"),))]
+            assert len(pids) == 1
+            admin.execute("SELECT pg_terminate_backend(%s)", (pids[0],))
+            for _ in range(200):  # the backend ends asynchronously; its lock with it
+                if not admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s",
+                                     (pids[0],)).fetchone():
+                    break
+                time.sleep(0.05)
+        assert second.lead()
+        assert not first.lead()  # back, and standing by
+        second.close()
+        assert first.lead()
+    finally:
+        for leadership in (first, second, other_role):
+            leadership.close()
+
+
+def pg_lock_objid(role: str) -> int:
+    """The low 32 bits of the role's lock key, as pg_locks shows it (``objid``)."""
+    import zlib
+
+    from service.storage.postgres import LEADER_LOCK
+    return (LEADER_LOCK + zlib.crc32(role.encode())) & 0xFFFFFFFF
+
+
+def test_every_process_on_one_file_leads(tmp_path: Path) -> None:
+    from service.storage import SqliteStore
+
+    with SqliteStore(tmp_path / "state.db") as store:
+        assert store.leadership("poller").lead() and store.leadership("poller").lead()

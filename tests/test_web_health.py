@@ -201,3 +201,14 @@ async def test_budget_requires_the_admin_bearer_token_when_one_is_set(tmp_path: 
 async def test_budget_is_503_when_the_store_is_gone(env: Env) -> None:
     env.store.close()
     assert (await env.client.get("/budget")).status_code == 503
+
+
+def test_a_standby_poller_is_healthy_while_it_keeps_asking(store: SqliteStore) -> None:
+    health = Health(store)
+    health.poller_started(INTERVAL, NOW - INTERVAL * 10)
+    health.poller_standing_by(NOW - INTERVAL)
+    poller = health.report(NOW)["checks"]["poller"]  # type: ignore[index]
+    assert poller["status"] == OK and poller["standby"] is True
+    assert health.report(NOW + INTERVAL * 5)["checks"]["poller"]["status"] == DEGRADED  # type: ignore[index]
+    health.poller_cycle_succeeded(NOW)  # it leads now
+    assert "standby" not in health.report(NOW)["checks"]["poller"]  # type: ignore[index]

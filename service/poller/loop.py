@@ -32,7 +32,7 @@ import anyio.to_thread
 
 from service.config import Config
 from service.github import GitHubClient, GitHubError, RateLimited
-from service.storage import Database, is_contention
+from service.storage import Database, Leadership, is_contention
 from service.storage.queue import ReviewQueue
 from service.storage.watermarks import Watermarks
 from service.triggers import TriggerContext
@@ -109,6 +109,8 @@ class Poller:
         refresh_every: int = DEFAULT_REFRESH_EVERY,
         pacing: PacingPolicy | None = None,
         memory: PullMemory | None = None,
+        leadership: Leadership | None = None,
+        on_standby: Callable[[datetime], None] | None = None,
     ) -> None:
         if interval <= timedelta(0):
             raise ValueError("interval must be positive")
@@ -121,6 +123,9 @@ class Poller:
         self._allowlist = tuple(repositories)
         self._sleep = sleep
         self._on_cycle = on_cycle
+        self._leadership = leadership
+        self._on_standby = on_standby
+        self._standing_by = False
         self._refresh_every = refresh_every
         self._pacing = pacing or PacingPolicy()
         self._streams = RepositoryPoller(client, store, queue, ctx, memory=memory)
@@ -150,11 +155,14 @@ class Poller:
         clock: Clock,
         sleep: Sleep = asyncio.sleep,
         on_cycle: OnCycle | None = None,
+        leadership: Leadership | None = None,
+        on_standby: Callable[[datetime], None] | None = None,
     ) -> Poller:
         """The production wiring: ``poller.interval_seconds`` and ``github.repositories``."""
         return cls(client=client, store=store, queue=queue, ctx=ctx, clock=clock,
                    interval=timedelta(seconds=config.poller.interval_seconds),
-                   repositories=config.github.repositories, sleep=sleep, on_cycle=on_cycle)
+                   repositories=config.github.repositories, sleep=sleep, on_cycle=on_cycle,
+                   leadership=leadership, on_standby=on_standby)
 
     @property
     def targets(self) -> list[Target]:
@@ -342,6 +350,9 @@ class Poller:
         try:
             done = 0
             while True:
+                if not await self._leads():
+                    await self._pause(self._interval.total_seconds())
+                    continue
                 report = await self.poll_once(self._now())
                 done += 1
                 if cycles is not None and done >= cycles:
@@ -350,6 +361,23 @@ class Poller:
                 await self._pause(max(wait, 0.0))
         finally:
             self._loop = None
+
+    async def _leads(self) -> bool:
+        """Whether this process is the one poller among those sharing the store.
+
+        A standby asks again at every interval, so it takes over within one interval of
+        the leader's connection dying (the lock goes with it).
+        """
+        if self._leadership is None:
+            return True
+        leading = await self._store.run(self._leadership.lead)
+        if leading == self._standing_by:  # a change of role: worth one line
+            log.info("poller leads" if leading else
+                     "poller is standing by: another process polls this store")
+        self._standing_by = not leading
+        if not leading and self._on_standby is not None:
+            self._on_standby(self._now())
+        return leading
 
     async def _pause(self, seconds: float) -> None:
         """Sleep ``seconds`` with the injected sleep, or less if a refresh is requested."""

@@ -10,7 +10,7 @@
 docs/ARCHITECTURE.md has the table of which module owns which table.
 """
 
-from service.storage.database import Database, OpenTransaction, Rows, Transaction
+from service.storage.database import Database, Leadership, OpenTransaction, Rows, Transaction
 from service.storage.errors import (
     STORE_ERRORS,
     MigrationError,
@@ -29,6 +29,7 @@ __all__ = [
     "MIGRATIONS",
     "STORE_ERRORS",
     "Database",
+    "Leadership",
     "MigrationError",
     "NestedTransactionError",
     "OpenTransaction",

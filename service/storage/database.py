@@ -26,7 +26,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["Database", "OpenTransaction", "Rows", "Transaction"]
+__all__ = ["Database", "Leadership", "OpenTransaction", "Rows", "Transaction"]
 
 T = TypeVar("T")
 
@@ -65,6 +65,18 @@ class OpenTransaction(Protocol):
     def rollback(self) -> None: ...
 
 
+class Leadership(Protocol):
+    """One role that one process at a time may play among all sharing the database."""
+
+    def lead(self) -> bool:
+        """Become or stay the leader if no one else is; whether this process leads now."""
+        ...
+
+    def close(self) -> None:
+        """Step down (another process may lead from its next ``lead``). Idempotent."""
+        ...
+
+
 class Database(Protocol):
     """The store as the service uses it: transactions, reads, and a worker thread."""
 
@@ -82,6 +94,11 @@ class Database(Protocol):
 
     async def run(self, func: Callable[..., T], /, *args: Any) -> T:
         """``func(*args)`` on a worker thread; the event loop is not held meanwhile."""
+        ...
+
+    def leadership(self, role: str) -> Leadership:
+        """The election for ``role`` (``"poller"``): who plays it among the processes and
+        hosts that share this database."""
         ...
 
     def change_marker(self, tx: Transaction) -> Hashable:

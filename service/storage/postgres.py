@@ -15,9 +15,11 @@ them for psycopg (``%s``, ``%(name)s``), once per statement text.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import threading
+import zlib
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import TracebackType
@@ -30,7 +32,8 @@ from psycopg_pool import ConnectionPool
 from service.storage.errors import MigrationError, NestedTransactionError, StoreClosedError
 from service.storage.pg_schema import PG_MIGRATIONS
 
-__all__ = ["PG_HEAD_VERSION", "WRITE_LOCK", "PostgresStore", "translate_placeholders"]
+__all__ = ["LEADER_LOCK", "PG_HEAD_VERSION", "WRITE_LOCK", "PostgresStore",
+           "translate_placeholders"]
 
 T = TypeVar("T")
 
@@ -39,6 +42,7 @@ PG_HEAD_VERSION: Final = len(PG_MIGRATIONS)
 
 WRITE_LOCK: Final = 0x70726100  # "pra\\0": the one lock every write transaction holds
 _MIGRATE_LOCK: Final = 0x70726101
+LEADER_LOCK: Final = 0x7072610000000000  # plus the role's crc32
 DEFAULT_LOCK_TIMEOUT: Final = 5.0
 
 # A placeholder outside a quoted string: ``?``, or ``:name`` (not ``::``, a cast).
@@ -137,6 +141,40 @@ def _rollback_quietly(conn: psycopg.Connection[Any]) -> None:
         pass
 
 
+class _Leadership:
+    """A session advisory lock on a connection of its own: held for as long as that
+    connection lives, so a leader whose host dies (or whose connection drops) is replaced
+    at the standby's next ``lead``, with no lease to wait out."""
+
+    def __init__(self, url: str, kwargs: dict[str, Any], key: int) -> None:
+        self._url = url
+        self._kwargs = kwargs
+        self._key = key
+        self._conn: psycopg.Connection[Any] | None = None
+        self._leading = False
+
+    def lead(self) -> bool:
+        try:
+            if self._conn is None or self._conn.closed:
+                self._conn = psycopg.connect(self._url, **self._kwargs, connect_timeout=10)
+                self._leading = False
+            if self._leading:
+                self._conn.execute("SELECT 1")  # still connected, so still holding it
+            else:
+                row = self._conn.execute("SELECT pg_try_advisory_lock(%s)",
+                                         (self._key,)).fetchone()
+                self._leading = bool(row and row[0])
+        except psycopg.Error:
+            self.close()
+        return self._leading
+
+    def close(self) -> None:
+        conn, self._conn, self._leading = self._conn, None, False
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+
+
 class PostgresStore:
     """The durable store on a PostgreSQL database: ``PostgresStore(url)`` connects and
     migrates it. ``password`` (from ``store.password_file``) is passed to the driver, never
@@ -155,6 +193,7 @@ class PostgresStore:
             conn.execute(f"SET lock_timeout = {timeout_ms:d}")
             conn.execute("SET TIME ZONE 'UTC'")
 
+        self._kwargs = kwargs
         self._pool: ConnectionPool[Any] = ConnectionPool(
             url, kwargs=kwargs, min_size=1, max_size=max_connections, configure=configure,
             open=False, name="pr-review-agent")
@@ -264,6 +303,10 @@ class PostgresStore:
     async def run(self, func: Callable[..., T], /, *args: Any) -> T:
         """``func(*args)`` on a worker thread."""
         return await anyio.to_thread.run_sync(func, *args)
+
+    def leadership(self, role: str) -> _Leadership:
+        """The election for ``role``, by a session advisory lock named for it."""
+        return _Leadership(self._url, self._kwargs, LEADER_LOCK + zlib.crc32(role.encode()))
 
     def change_marker(self, tx: Any) -> Hashable:
         """This transaction and the writes it made: valid within one transaction only,

@@ -95,6 +95,16 @@ class OpenTransaction:
             release()
 
 
+class _OneHost:
+    """The leadership of a store that lives on one host: always held."""
+
+    def lead(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
+
+
 class SqliteStore:
     """The durable store. ``SqliteStore(path)`` opens or creates the file and migrates it.
 
@@ -308,6 +318,11 @@ class SqliteStore:
     async def run(self, func: Callable[..., T], /, *args: Any) -> T:
         """``func(*args)`` on a worker thread (which opens its own connection on first use)."""
         return await anyio.to_thread.run_sync(func, *args)
+
+    def leadership(self, role: str) -> _OneHost:
+        """On one file every process leads: they share one host, and what they would
+        duplicate (a poll cycle) is idempotent."""
+        return _OneHost()
 
     def change_marker(self, tx: Transaction) -> Hashable:
         """This connection, its own changes so far, and ``PRAGMA data_version`` (which moves
