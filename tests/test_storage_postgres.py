@@ -42,7 +42,7 @@ def test_placeholders_are_rewritten_outside_quotes_and_casts() -> None:
     assert translate_placeholders("SELECT a FROM t WHERE b = ? AND c = :name") == (
         "SELECT a FROM t WHERE b = %s AND c = %(name)s")
     quoted = "SELECT '?', ':x', '{}', x::text, '50%' FROM t WHERE y LIKE 'a%'"
-    assert translate_placeholders(quoted) == quoted
+    assert translate_placeholders(quoted) == quoted.replace("%", "%%")
     assert translate_placeholders("SELECT 5 % 3") == "SELECT 5 %% 3"
 
 
@@ -107,6 +107,12 @@ def test_a_failed_block_rolls_back_and_nesting_is_refused(pg: PostgresStore) -> 
     with pg.read(), pytest.raises(NestedTransactionError):
         with pg.transaction():
             pass
+
+
+def test_a_literal_percent_survives_the_rewrite(pg: PostgresStore) -> None:
+    with pg.read() as tx:
+        assert tx.execute("SELECT 5 % 3").fetchone() == (2,)
+        assert tx.execute("SELECT 'a%b' || ?", ("c",)).fetchone() == ("a%bc",)
 
 
 def test_a_read_inside_a_transaction_sees_its_writes(pg: PostgresStore) -> None:

@@ -27,7 +27,7 @@ from typing import Any, Final, TypeVar
 
 import anyio.to_thread
 import psycopg
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from service.storage.errors import MigrationError, NestedTransactionError, StoreClosedError
 from service.storage.pg_schema import PG_MIGRATIONS
@@ -52,7 +52,8 @@ _TOKENS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|::|\?|:(\w+)|%")
 @functools.lru_cache(maxsize=512)
 def translate_placeholders(sql: str) -> str:
     """``sql`` with the table modules' ``?`` and ``:name`` as psycopg's ``%s`` and
-    ``%(name)s`` (quoted strings and ``::`` casts left alone, a literal ``%`` doubled)."""
+    ``%(name)s`` (none read inside quoted strings or ``::`` casts), every literal ``%``
+    doubled, inside quotes too: psycopg reads them all."""
     def one(match: re.Match[str]) -> str:
         text = match.group(0)
         if text == "?":
@@ -61,7 +62,8 @@ def translate_placeholders(sql: str) -> str:
             return "%%"
         if match.group(1) is not None:
             return f"%({match.group(1)})s"
-        return text  # a quoted string or a cast, as it is
+        # A quoted string or a cast: no placeholder in it, but psycopg reads every ``%``.
+        return text.replace("%", "%%")
     return _TOKENS.sub(one, sql)
 
 
@@ -75,8 +77,10 @@ class _Transaction:
     def execute(self, sql: str, parameters: Any = (), /) -> psycopg.Cursor[Any]:
         if not sql.lstrip().upper().startswith("SELECT"):
             self.writes += 1
+        # Always a parameter sequence (even empty): psycopg then reads the rewritten text's
+        # placeholders and doubled ``%``, which it would send as they are without one.
         params = parameters if isinstance(parameters, Mapping) else tuple(parameters)
-        return self._conn.execute(translate_placeholders(sql), params or None)
+        return self._conn.execute(translate_placeholders(sql), params)
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /
                     ) -> psycopg.Cursor[Any]:
@@ -265,7 +269,10 @@ class PostgresStore:
     def try_begin(self) -> _OpenTransaction | None:
         """A write transaction begun at once, or None when another holds the write lock."""
         self._check_open()
-        conn = self._pool.getconn(timeout=1.0)
+        try:
+            conn = self._pool.getconn(timeout=1.0)
+        except PoolTimeout:  # every connection busy: the caller takes the waiting path
+            return None
         try:
             conn.execute("BEGIN")
             (taken,) = conn.execute("SELECT pg_try_advisory_xact_lock(%s)",
