@@ -186,3 +186,19 @@ def test_every_process_on_one_file_leads(tmp_path: Path) -> None:
 
     with SqliteStore(tmp_path / "state.db") as store:
         assert store.leadership("poller").lead() and store.leadership("poller").lead()
+
+
+def test_a_connection_the_server_dropped_is_replaced_before_it_is_lent(
+        pg: PostgresStore, conninfo: str) -> None:
+    with pg.read() as tx:
+        (mine,) = tx.execute("SELECT pg_backend_pid()").fetchone()
+    with psycopg.connect(conninfo, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (mine,))
+        for _ in range(200):  # the backend ends asynchronously
+            if not admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s",
+                                 (mine,)).fetchone():
+                break
+            time.sleep(0.05)
+    with pg.transaction() as tx:  # not an error: the pool lends a live connection
+        tx.execute("INSERT INTO budget_state (key, value) VALUES ('k', 'v')")
+    assert pg.version == PG_HEAD_VERSION

@@ -200,7 +200,9 @@ class PostgresStore:
         self._kwargs = kwargs
         self._pool: ConnectionPool[Any] = ConnectionPool(
             url, kwargs=kwargs, min_size=1, max_size=max_connections, configure=configure,
-            open=False, name="pr-review-agent")
+            # A connection is checked before it is lent, so one the server dropped (a
+            # restart, a failover) is replaced instead of failing the next transaction.
+            check=ConnectionPool.check_connection, open=False, name="pr-review-agent")
         self._state = _State()
         self._closed = False
         try:
