@@ -202,3 +202,18 @@ def test_a_connection_the_server_dropped_is_replaced_before_it_is_lent(
     with pg.transaction() as tx:  # not an error: the pool lends a live connection
         tx.execute("INSERT INTO budget_state (key, value) VALUES ('k', 'v')")
     assert pg.version == PG_HEAD_VERSION
+
+
+def test_an_unreachable_server_is_told_from_a_fault() -> None:
+    from psycopg_pool import PoolTimeout
+
+    from service.storage import is_unavailable
+
+    assert is_unavailable(psycopg.OperationalError("server closed the connection"))
+    assert is_unavailable(PoolTimeout("no connection in 30 s"))
+    wrapped = RuntimeError("claim failed")
+    wrapped.__cause__ = psycopg.OperationalError("connection refused")
+    assert is_unavailable(wrapped)
+    assert not is_unavailable(psycopg.errors.UniqueViolation("duplicate key"))
+    assert not is_unavailable(psycopg.ProgrammingError("syntax error"))
+    assert not is_unavailable(RuntimeError("a bug"))

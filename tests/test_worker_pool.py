@@ -8,8 +8,10 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import anyio
+import psycopg
 import pytest
 
 from service.budget import WINDOWS, Governor, Usage, limit_of
@@ -294,3 +296,42 @@ async def test_twenty_jobs_on_two_workers_never_exceed_a_window(tmp_path: Path) 
         assert len(ledger) + len(waiting) == 20
     finally:
         await close_sim(sim)
+
+
+class Unreachable(ReviewQueue):
+    """A queue whose database cannot be reached for the first ``outage`` claims."""
+
+    outage = 2
+
+    def claim(self, **kwargs: Any) -> Claim | None:
+        if self.outage:
+            self.outage -= 1
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return super().claim(**kwargs)
+
+
+@pytest.mark.anyio
+async def test_an_unreachable_database_is_waited_out_not_crashed_on(
+        parts: tuple[SqliteStore, ReviewQueue, Governor, Clock]) -> None:
+    store, _, governor, clock = parts
+    queue = Unreachable(store, lease=timedelta(seconds=60))
+    done: list[str] = []
+
+    async def job(claim: Claim) -> None:
+        governor.settle(claim, Usage(5, "exact", "t", None), now=clock())
+        queue.finish(claim.dedupe_key, claim.owner)
+        done.append(claim.dedupe_key)
+
+    pool = WorkerPool(queue=queue, governor=governor, job=job, clock=clock, count=1,
+                      host="box", pid=1, idle_min=0.01, idle_max=0.02, restart_delay=0.01)
+    queue.enqueue(_job(1), now=clock())
+
+    async def body(stop: asyncio.Event) -> None:
+        await _until(lambda: bool(done), timeout=30.0)
+
+    try:
+        await _run_pool(pool, body)
+    finally:
+        store.close()
+    assert done == [_job(1).dedupe_key] and queue.outage == 0
+    assert pool.restarts["box:1:0"] == 0  # waited out, not a crash

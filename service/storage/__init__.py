@@ -17,6 +17,7 @@ from service.storage.errors import (
     NestedTransactionError,
     StoreClosedError,
     is_contention,
+    is_unavailable,
 )
 from service.storage.migrate import migrate
 from service.storage.migrations import MIGRATIONS
@@ -39,6 +40,7 @@ __all__ = [
     "Transaction",
     "from_db_time",
     "is_contention",
+    "is_unavailable",
     "migrate",
     "to_db_time",
     "watermark_key",

@@ -11,6 +11,7 @@ import sqlite3
 from typing import Final
 
 import psycopg
+import psycopg_pool
 
 __all__ = [
     "STORE_ERRORS",
@@ -18,6 +19,7 @@ __all__ = [
     "NestedTransactionError",
     "StoreClosedError",
     "is_contention",
+    "is_unavailable",
 ]
 
 
@@ -43,11 +45,30 @@ STORE_ERRORS: Final[tuple[type[Exception], ...]] = (sqlite3.Error, psycopg.Error
 _SQLITE_BUSY: Final = 5
 _SQLITE_LOCKED: Final = 6
 _PG_CONTENTION: Final = ("55P03", "40P01", "40001")
+# Connection exceptions (08), the server shutting down or refusing for now (57P0x).
+_PG_UNAVAILABLE: Final = ("08", "57")
 _CONTENTION_MESSAGES: Final = (
     "database is locked",
     "database table is locked",
     "database schema is locked",
 )
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """True when ``exc`` says the database server cannot be reached now (a restart, a
+    failover, a dropped connection, no connection free in time): wait and try again, as
+    for contention. False for every other error, the file's included."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, psycopg_pool.PoolTimeout):
+            return True
+        if isinstance(current, psycopg.OperationalError) and (
+                current.sqlstate is None or current.sqlstate[:2] in _PG_UNAVAILABLE):
+            return True
+        current = current.__cause__
+    return False
 
 
 def is_contention(exc: BaseException) -> bool:

@@ -33,7 +33,7 @@ import anyio
 
 from service.budget import Governor
 from service.health import Health
-from service.storage import is_contention
+from service.storage import is_contention, is_unavailable
 from service.storage.queue import Claim, ReviewQueue
 
 log = logging.getLogger(__name__)
@@ -188,10 +188,14 @@ class WorkerPool:
         try:
             return await anyio.to_thread.run_sync(claim)
         except Exception as exc:
-            if not is_contention(exc):
-                raise
-            log.info("store busy; claiming again after a nap", extra={"owner": owner})
-            return None
+            if is_contention(exc):
+                log.info("store busy; claiming again after a nap", extra={"owner": owner})
+                return None
+            if is_unavailable(exc):  # PostgreSQL restarting or failing over: wait it out
+                log.warning("store unreachable; claiming again after a nap",
+                            extra={"owner": owner, "error": type(exc).__name__})
+                return None
+            raise
 
     @staticmethod
     async def _nap(seconds: float, wake: asyncio.Event, stop: asyncio.Event) -> None:
