@@ -317,6 +317,8 @@ class ChaosRig:
         beside them, ``seed_*``, do not count)."""
         if not self.store_path.exists():
             return False  # the first process has not made the store yet
+        if not self.rows("SELECT name FROM sqlite_master WHERE name = 'watermarks'"):
+            return False  # the file is there but its migrations have not committed yet
         return len(self.rows("SELECT name FROM watermarks WHERE name NOT LIKE 'seed_%'")
                    ) >= 2 * len(self.repos)
 
