@@ -30,9 +30,10 @@ from service.jobs import Job
 from service.publisher import GitHubPublisher
 from service.run_content import Omitted
 from service.secret import Secret
-from service.storage import SqliteStore
+from service.storage import Database, SqliteStore
 from service.storage.queue import Claim, ReviewQueue
 from service.worker.record import RecordedRun, record_run
+from tests.databases import BACKENDS, open_database
 from tests.simulator import SimClock, SimulatorTransport, World
 from tests.simulator.harness import SAMPLE_DIFF, app_key_pair
 from tests.simulator.models import IssueComment, PullRequest, Review, ReviewComment
@@ -69,7 +70,7 @@ class Rig:
 
     world: World
     github: GitHubClient
-    store: SqliteStore
+    store: Database
     queue: ReviewQueue
     governor: Governor
     installation_id: int
@@ -78,7 +79,8 @@ class Rig:
     _publishers: list[GitHubPublisher] = field(default_factory=list)
 
     @classmethod
-    def create(cls, tmp_path: Path, *, budget_config: BudgetConfig | None = None) -> Rig:
+    def create(cls, tmp_path: Path, *, budget_config: BudgetConfig | None = None,
+               store: Database | None = None) -> Rig:
         private_pem, public_pem = app_key_pair()
         world = World(clock=SimClock(frozen_at=T0))
         world.add_app(id=APP_ID, slug=SLUG, public_key_pem=public_pem, owner="acme")
@@ -95,7 +97,7 @@ class Rig:
         github = GitHubClient(API, app_jwt=AppJWT(APP_ID, Secret(private_pem), world.clock.now),
                               clock=world.clock.now, transport=SimulatorTransport(world),
                               sleep=virtual_sleep)
-        store = SqliteStore(tmp_path / "state.db")
+        store = store if store is not None else SqliteStore(tmp_path / "state.db")
         return cls(world=world, github=github, store=store, queue=ReviewQueue(store),
                    governor=Governor(store, budget_config or budget(), clock=world.clock.now),
                    installation_id=installation.id, sleeps=sleeps)
@@ -228,14 +230,15 @@ class Rig:
         self.world.clock.advance(timedelta(**kw).total_seconds())
 
 
-@pytest.fixture(name="rig")
+@pytest.fixture(name="rig", params=BACKENDS)
 async def publisher_rig(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Rig]:
-    """A publisher ``Rig`` in ``tmp_path``, closed after the test (import it to use ``rig``).
-    A test module may set ``RIG_BUDGET`` (a ``BudgetConfig``) for its rigs."""
+    """A publisher ``Rig`` in ``tmp_path`` on each backend in turn, closed after the test
+    (import it to use ``rig``). A test module may set ``RIG_BUDGET`` (a ``BudgetConfig``)
+    for its rigs."""
     budget_config = getattr(request.module, "RIG_BUDGET", None)
-    rig = (Rig.create(tmp_path) if budget_config is None
-           else Rig.create(tmp_path, budget_config=budget_config))
-    try:
-        yield rig
-    finally:
-        await rig.aclose()
+    with open_database(request.param, tmp_path) as store:
+        rig = Rig.create(tmp_path, budget_config=budget_config, store=store)
+        try:
+            yield rig
+        finally:
+            await rig.aclose()

@@ -518,11 +518,11 @@ class FlakyStore(SqliteStore):
     fail_next_apply = False
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self, *, concurrent: bool = False) -> Iterator[sqlite3.Connection]:
         if self.fail_next_apply and threading.current_thread() is not threading.main_thread():
             self.fail_next_apply = False
             raise sqlite3.OperationalError("database is locked")
-        with super().transaction() as conn:
+        with super().transaction(concurrent=concurrent) as conn:
             yield conn
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -23,7 +23,9 @@ from service.storage.postgres import (
     PostgresStore,
     translate_placeholders,
 )
+from service.storage.queue import Claim, ReviewQueue
 from tests.databases import throwaway_database
+from tests.queue_helpers import T0, mention, opened
 
 
 @pytest.fixture
@@ -217,3 +219,78 @@ def test_an_unreachable_server_is_told_from_a_fault() -> None:
     assert not is_unavailable(psycopg.errors.UniqueViolation("duplicate key"))
     assert not is_unavailable(psycopg.ProgrammingError("syntax error"))
     assert not is_unavailable(RuntimeError("a bug"))
+
+
+# -- claims on several hosts at once ---------------------------------------------------------
+
+
+class HeldClaim:
+    """A claim on host A stopped inside its ``admit`` (its candidate's row and pull request
+    locked, the transaction open) until ``release`` — what host B's claim meets."""
+
+    def __init__(self, queue: ReviewQueue) -> None:
+        self.inside, self.go = threading.Event(), threading.Event()
+        self.result: list[Claim | None] = []
+
+        def admit(_tx: object, _claim: Claim, _now: datetime) -> bool:
+            self.inside.set()
+            assert self.go.wait(30)
+            return True
+
+        self.thread = threading.Thread(target=lambda: self.result.append(
+            queue.claim(now=T0, owner="host-a", admit=admit)))
+        self.thread.start()
+        assert self.inside.wait(30)
+
+    def release(self) -> Claim | None:
+        self.go.set()
+        self.thread.join(30)
+        return self.result[0]
+
+
+def test_a_claim_passes_over_the_row_another_host_is_claiming(conninfo: str) -> None:
+    with PostgresStore(conninfo) as host_a, PostgresStore(conninfo) as host_b:
+        ReviewQueue(host_a).enqueue_many([(opened(1), T0),
+                                          (opened(2), T0 + timedelta(seconds=1))])
+        held = HeldClaim(ReviewQueue(host_a))
+        # Host A holds the oldest row; host B takes the next one at once (no wait for A).
+        taken = ReviewQueue(host_b).claim(now=T0, owner="host-b")
+        assert taken is not None and taken.job.pr_number == 2
+        first = held.release()
+        assert first is not None and first.job.pr_number == 1
+
+
+def test_two_hosts_never_lease_one_pull_request(conninfo: str) -> None:
+    with PostgresStore(conninfo) as host_a, PostgresStore(conninfo) as host_b:
+        ReviewQueue(host_a).enqueue_many(
+            [(opened(1), T0), (mention(1, 77), T0 + timedelta(seconds=1))])
+        held = HeldClaim(ReviewQueue(host_a))
+        # The mention is free, but its pull request is being leased on host A right now.
+        assert ReviewQueue(host_b).claim(now=T0, owner="host-b") is None
+        assert held.release() is not None
+        # And once A's lease is committed it is live: still nothing for B.
+        assert ReviewQueue(host_b).claim(now=T0, owner="host-b") is None
+        with host_b.read() as tx:
+            leased = tx.execute("SELECT owner FROM queue WHERE status = 'claimed'").fetchall()
+        assert leased == [("host-a",)]
+
+
+def test_an_ordinary_writer_waits_for_a_concurrent_one(conninfo: str) -> None:
+    with PostgresStore(conninfo) as host_a, PostgresStore(conninfo, lock_timeout=0.3) as host_b:
+        ReviewQueue(host_a).enqueue(opened(1), now=T0)
+        held = HeldClaim(ReviewQueue(host_a))
+        with pytest.raises(psycopg.Error) as waited, host_b.transaction():
+            pass  # exclusive: it cannot begin while the claim holds the lock shared
+        assert is_contention(waited.value)
+        assert held.release() is not None
+
+
+def test_named_locks_are_held_until_the_transaction_ends(conninfo: str) -> None:
+    with PostgresStore(conninfo) as host_a, PostgresStore(conninfo) as host_b:
+        with host_a.transaction(concurrent=True) as tx:
+            host_a.lock(tx, "budget")
+            with host_b.transaction(concurrent=True) as other:
+                assert host_b.try_lock(other, "budget") is False
+                assert host_b.try_lock(other, "pull:o/r#1") is True
+        with host_b.transaction(concurrent=True) as other:
+            assert host_b.try_lock(other, "budget") is True

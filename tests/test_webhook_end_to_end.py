@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from service.github.webhooks import sign
-from service.storage import to_db_time
+from service.storage import SqliteStore, to_db_time
 from tests import payloads as p
+from tests.databases import BACKENDS
 from tests.simulator.harness import REPO, SAMPLE_DIFF
 from tests.webhook_env import (
     LIMIT,
@@ -40,9 +41,9 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture
-async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    async with open_env(tmp_path) as opened:
+@pytest.fixture(params=BACKENDS)
+async def env(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Env]:
+    async with open_env(tmp_path, backend=request.param) as opened:
         yield opened
 
 
@@ -331,16 +332,28 @@ async def test_a_closed_store_is_503(env: Env) -> None:
     assert response.status_code == 503
 
 
-def add_failure(env: Env, table: str, when: str = "1") -> None:
+def add_failure(env: Env, table: str, when: str = "TRUE") -> None:
     """Make every INSERT into ``table`` (matching ``when``) fail, as a crash would."""
-    with sqlite3.connect(env.store.path) as db:
-        db.execute(f"CREATE TRIGGER fail_{table} AFTER INSERT ON {table} WHEN {when}"
-                   " BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
+    if isinstance(env.store, SqliteStore):
+        with sqlite3.connect(env.store.path) as db:
+            db.execute(f"CREATE TRIGGER fail_{table} AFTER INSERT ON {table} WHEN {when}"
+                       " BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
+        return
+    with env.store.transaction() as tx:
+        tx.execute(f"CREATE FUNCTION fail_{table}() RETURNS trigger LANGUAGE plpgsql AS $$"
+                   " BEGIN RAISE EXCEPTION 'injected failure'; END $$")
+        tx.execute(f"CREATE TRIGGER fail_{table} AFTER INSERT ON {table} FOR EACH ROW"
+                   f" WHEN ({when}) EXECUTE FUNCTION fail_{table}()")
 
 
 def remove_failure(env: Env, table: str) -> None:
-    with sqlite3.connect(env.store.path) as db:
-        db.execute(f"DROP TRIGGER fail_{table}")
+    if isinstance(env.store, SqliteStore):
+        with sqlite3.connect(env.store.path) as db:
+            db.execute(f"DROP TRIGGER fail_{table}")
+        return
+    with env.store.transaction() as tx:
+        tx.execute(f"DROP TRIGGER fail_{table} ON {table}")
+        tx.execute(f"DROP FUNCTION fail_{table}()")
 
 
 @pytest.mark.anyio

@@ -9,6 +9,7 @@ import pytest
 
 from service.storage import to_db_time
 from service.web import InstallationChange
+from tests.databases import BACKENDS
 from tests.webhook_env import NOW, Env, open_env
 
 
@@ -17,9 +18,9 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture
-async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    async with open_env(tmp_path) as opened:
+@pytest.fixture(params=BACKENDS)
+async def env(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Env]:
+    async with open_env(tmp_path, backend=request.param) as opened:
         yield opened
 
 

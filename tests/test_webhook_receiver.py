@@ -17,6 +17,7 @@ import pytest
 
 from service.github.webhooks import sign
 from service.webhook import receiver
+from tests.databases import BACKENDS
 from tests.simulator.harness import REPO
 from tests.webhook_env import SECRET, Env, open_env, opened
 
@@ -26,9 +27,9 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture
-async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    async with open_env(tmp_path) as opened_env:
+@pytest.fixture(params=BACKENDS)
+async def env(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Env]:
+    async with open_env(tmp_path, backend=request.param) as opened_env:
         yield opened_env
 
 

@@ -3,9 +3,8 @@ the webhook route (``service.webhook``) and of the web app around it."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,11 +17,13 @@ from service.budget import Governor
 from service.config import Config, load_config
 from service.github.webhooks import sign
 from service.health import Health
-from service.storage import SqliteStore
+from service.storage import Database, SqliteStore
 from service.storage.agent_comments import AgentComments
+from service.storage.postgres import PostgresStore
 from service.storage.queue import ReviewQueue
 from service.triggers import TriggerContext
 from service.web import InstallationChange, create_app
+from tests.databases import throwaway_database
 from tests.simulator import WebhookSender, World
 from tests.simulator.harness import REPO, Harness, app_key_pair
 
@@ -67,7 +68,7 @@ def write_config(tmp_path: Path, *, server: dict[str, Any] | None = None,
 @dataclass
 class Env:
     config: Config
-    store: SqliteStore
+    store: Database
     queue: ReviewQueue
     health: Health
     clock: Clock
@@ -78,15 +79,16 @@ class Env:
     changes: list[InstallationChange] = field(default_factory=list)
 
     def rows(self, table: str) -> list[tuple[Any, ...]]:
-        with sqlite3.connect(self.store.path) as db:
-            return db.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
+        with self.store.read() as tx:
+            return [tuple(row) for row in tx.execute(f"SELECT * FROM {table} ORDER BY 1")]
 
     def delivery(self, delivery_id: str) -> dict[str, Any] | None:
-        with sqlite3.connect(self.store.path) as db:
-            db.row_factory = sqlite3.Row
-            row = db.execute("SELECT * FROM deliveries WHERE delivery_id = ?",
-                             (delivery_id,)).fetchone()
-        return None if row is None else dict(row)
+        with self.store.read() as tx:
+            cursor = tx.execute("SELECT * FROM deliveries WHERE delivery_id = ?",
+                                (delivery_id,))
+            row = cursor.fetchone()
+            names = [column[0] for column in cursor.description]
+        return None if row is None else dict(zip(names, row, strict=True))
 
     async def post(self, event: str, body: bytes, headers: dict[str, str] | None = None,
                    *, delivery_id: str = "d-1", secret: str | None = SECRET,
@@ -105,12 +107,24 @@ class Env:
 async def open_env(tmp_path: Path, *, busy_timeout: float = 5.0,
                    server: dict[str, Any] | None = None,
                    callback: Callable[[InstallationChange], None] | None = None,
-                   ) -> AsyncIterator[Env]:
-    """The app over a fresh store; installation changes are collected in ``Env.changes``
-    unless ``callback`` is given."""
-    config = load_config(write_config(tmp_path, server=server), {})
+                   backend: str = "sqlite") -> AsyncIterator[Env]:
+    """The app over a fresh store on ``backend`` (``tests.databases.BACKENDS``);
+    installation changes are collected in ``Env.changes`` unless ``callback`` is given."""
+    async with AsyncExitStack() as stack:
+        config = load_config(write_config(tmp_path, server=server), {})
+        store: Database
+        if backend == "sqlite":
+            store = SqliteStore(config.store.path, busy_timeout=busy_timeout)
+        else:
+            conninfo = stack.enter_context(throwaway_database())
+            store = PostgresStore(conninfo, lock_timeout=busy_timeout)
+        yield await stack.enter_async_context(_env(config, store, callback))
+
+
+@asynccontextmanager
+async def _env(config: Config, store: Database,
+               callback: Callable[[InstallationChange], None] | None) -> AsyncIterator[Env]:
     harness = Harness.create()
-    store = SqliteStore(config.store.path, busy_timeout=busy_timeout)
     clock = Clock()
     queue = ReviewQueue(store)
     health = Health(store)

@@ -42,6 +42,12 @@ log = logging.getLogger(__name__)
 RefusalReason = Literal["disabled", "exhausted", "mention_only", "insufficient", "breaker",
                         "per_actor", "pacer", "monthly_usd"]
 #: Refusals worth a WARNING: nothing at all is being admitted.
+#: The named lock every admission and every lapsed reservation's closing takes first, held
+#: until the claim commits: no two claims (on any host) read the windows' remaining
+#: allowance and reserve against it at once. (PostgreSQL: a transaction-scoped advisory
+#: lock, chosen over SERIALIZABLE with retry — docs/STORAGE.md has the measurement.)
+BUDGET_LOCK: Final = "budget"
+
 _LOUD: Final = frozenset({"disabled", "exhausted", "breaker", "monthly_usd"})
 
 @dataclass(frozen=True)
@@ -161,6 +167,7 @@ class Governor:
         cap): the walk moves on. Refusals are remembered in ``refusals`` (by dedupe key)
         and ``last_refusal`` for the notice to the person who asked.
         """
+        self._store.lock(conn, BUDGET_LOCK)  # before the view: no stale sum is read
         key, view = self._view(conn, now, self._config)
         config = view.config
         if not config.enabled:
@@ -204,6 +211,7 @@ class Governor:
                      now: datetime) -> None:
         """Close the open reservations of rows whose worker died (``ReviewQueue.claim``'s
         ``lapsed`` hook) as ``lost``, charged in full: nobody can say what they spent."""
+        self._store.lock(conn, BUDGET_LOCK)
         for key in keys:
             if ledger.lose(conn, key, now):
                 log.warning("closed the reservation of a lapsed lease as lost",

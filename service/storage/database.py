@@ -4,7 +4,7 @@ Only ``service.storage`` talks to a database driver. The table modules beside th
 (one per table, each the only holder of its table's SQL) take a ``Transaction`` — the
 object a ``Database`` hands out inside ``transaction()`` or ``read()`` — and everything
 else calls the table modules. ``SqliteStore`` (``sqlite.py``) is the implementation
-today; the protocol is written so that a PostgreSQL one can satisfy it too:
+and ``PostgresStore`` (``postgres.py``) the one for several hosts:
 
 - SQL in the table modules is the common subset of SQLite and PostgreSQL, with ``?`` or
   ``:name`` placeholders; a backend whose driver wants another style rewrites them in its
@@ -12,7 +12,10 @@ today; the protocol is written so that a PostgreSQL one can satisfy it too:
 - Nothing here names a SQLite mechanism (``rowid``, ``PRAGMA``, ``BEGIN IMMEDIATE``):
   "a transaction" means one that holds the write lock for its whole block, so a
   read-then-write inside it is atomic against every other writer (SQLite takes the file
-  lock at BEGIN; PostgreSQL would take a row or advisory lock at the first statement).
+  lock at BEGIN; PostgreSQL takes an advisory lock at the first statement).
+- A transaction may be ``concurrent``: it declares that row locks, ``skip_locked`` and
+  the named locks it takes keep it correct beside others like it, so PostgreSQL runs
+  the claims of several hosts at once; on SQLite it is the one writer like any other.
 - ``try_begin`` is the no-wait transaction the webhook group commit uses: begun at once
   or not at all, used on one thread, committed from any.
 - ``run`` runs a blocking block on a worker thread, so async code never waits on the
@@ -80,8 +83,32 @@ class Leadership(Protocol):
 class Database(Protocol):
     """The store as the service uses it: transactions, reads, and a worker thread."""
 
-    def transaction(self) -> AbstractContextManager[Transaction]:
-        """A write transaction: COMMIT when the block returns, ROLLBACK when it raises."""
+    def transaction(self, *, concurrent: bool = False
+                    ) -> AbstractContextManager[Transaction]:
+        """A write transaction: COMMIT when the block returns, ROLLBACK when it raises.
+
+        By default it is the only writer for its whole block. ``concurrent=True`` says its
+        statements keep their invariants by themselves — single-row writes guarded by
+        their ``WHERE``, rows taken with ``skip_locked``, named ``lock``s for whatever
+        they read and then write — so a backend may run it beside other concurrent ones
+        (PostgreSQL does; an ordinary transaction still excludes them all).
+        """
+        ...
+
+    @property
+    def skip_locked(self) -> str:
+        """The clause that ends a ``SELECT`` whose rows this transaction takes: it locks
+        them, and skips rows another transaction holds (``FOR UPDATE SKIP LOCKED``, or
+        nothing where there is one writer at a time)."""
+        ...
+
+    def lock(self, tx: Transaction, name: str) -> None:
+        """Wait for the lock called ``name``, held until ``tx`` ends: what serialises a
+        read-then-write among concurrent transactions (the budget's admission)."""
+        ...
+
+    def try_lock(self, tx: Transaction, name: str) -> bool:
+        """Take the lock called ``name`` until ``tx`` ends if no one holds it."""
         ...
 
     def read(self) -> AbstractContextManager[Transaction]:

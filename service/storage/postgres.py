@@ -1,13 +1,21 @@
 """The PostgreSQL store: the same ``Database`` as ``SqliteStore``, for several hosts.
 
-``store.url`` in the config selects it. Every write transaction takes one transaction-
-scoped advisory lock first (``WRITE_LOCK``), which is exactly the guarantee SQLite's
-``BEGIN IMMEDIATE`` gives: one writer at a time across every connection, thread, process
-and host, so a read-then-write inside a transaction (the claim and the reservation it
-spends, a delivery id checked and recorded, a watermark compared and moved) is atomic
-against every other writer. A wait for the lock gives up after ``lock_timeout`` seconds
-with the same "contention" meaning as SQLite's busy timeout (``is_contention``). Reads run
-in one ``REPEATABLE READ`` snapshot and take no lock.
+``store.url`` in the config selects it. Writers are ordered by one advisory lock,
+``WRITE_LOCK``, taken at the start of every write transaction:
+
+- an ordinary ``transaction()`` takes it *exclusively*: exactly the guarantee SQLite's
+  ``BEGIN IMMEDIATE`` gives, one writer at a time across every connection, thread,
+  process and host, so any read-then-write inside it (a delivery id checked and
+  recorded, a watermark compared and moved) is atomic against every other writer;
+- a ``transaction(concurrent=True)`` (the claim, a lease renewed, released or finished)
+  takes it *shared*, so such transactions run side by side, and keep their own
+  invariants with row locks (``skip_locked``: ``FOR UPDATE SKIP LOCKED``) and named
+  transaction-scoped advisory locks (``lock``/``try_lock``): the budget's admission,
+  one pull request's lease. An exclusive writer still waits for them and they for it.
+
+A wait for a lock gives up after ``lock_timeout`` seconds with the same "contention"
+meaning as SQLite's busy timeout (``is_contention``). Reads run in one ``REPEATABLE
+READ`` snapshot and take no lock.
 
 The table modules write ``?`` and ``:name`` placeholders; ``Transaction.execute`` rewrites
 them for psycopg (``%s``, ``%(name)s``), once per statement text.
@@ -17,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import re
 import threading
 import zlib
@@ -32,7 +41,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from service.storage.errors import MigrationError, NestedTransactionError, StoreClosedError
 from service.storage.pg_schema import PG_MIGRATIONS
 
-__all__ = ["LEADER_LOCK", "PG_HEAD_VERSION", "WRITE_LOCK", "PostgresStore",
+__all__ = ["LEADER_LOCK", "NAMED_LOCK", "PG_HEAD_VERSION", "WRITE_LOCK", "PostgresStore",
            "translate_placeholders"]
 
 T = TypeVar("T")
@@ -43,6 +52,7 @@ PG_HEAD_VERSION: Final = len(PG_MIGRATIONS)
 WRITE_LOCK: Final = 0x70726100  # "pra\\0": the one lock every write transaction holds
 _MIGRATE_LOCK: Final = 0x70726101
 LEADER_LOCK: Final = 0x7072610000000000  # plus the role's crc32
+NAMED_LOCK: Final = 0x7072620000000000  # plus the name's crc32 (``lock``/``try_lock``)
 DEFAULT_LOCK_TIMEOUT: Final = 5.0
 
 # A placeholder outside a quoted string: ``?``, or ``:name`` (not ``::``, a cast).
@@ -70,9 +80,14 @@ def translate_placeholders(sql: str) -> str:
 class _Transaction:
     """One connection inside an open transaction, as the table modules see it."""
 
+    _serials = itertools.count()
+
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self._conn = conn
-        self.writes = 0  # statements other than SELECT run here: the change marker
+        # The change marker: which transaction (a serial, never reused as ``id`` can be)
+        # and how many statements other than SELECT it has run.
+        self.serial = next(self._serials)
+        self.writes = 0
 
     def execute(self, sql: str, parameters: Any = (), /) -> psycopg.Cursor[Any]:
         if not sql.lstrip().upper().startswith("SELECT"):
@@ -88,6 +103,10 @@ class _Transaction:
         cursor = self._conn.cursor()
         cursor.executemany(translate_placeholders(sql), [tuple(p) for p in parameters])
         return cursor
+
+
+def _named(name: str) -> int:
+    return NAMED_LOCK + zlib.crc32(name.encode())
 
 
 class _State(threading.local):
@@ -244,8 +263,9 @@ class PostgresStore:
             raise StoreClosedError(f"store {self._url!r} is closed")
 
     @contextmanager
-    def transaction(self) -> Iterator[_Transaction]:
-        """One write transaction holding ``WRITE_LOCK``: COMMIT on return, ROLLBACK on raise."""
+    def transaction(self, *, concurrent: bool = False) -> Iterator[_Transaction]:
+        """One write transaction holding ``WRITE_LOCK`` (shared when ``concurrent``):
+        COMMIT on return, ROLLBACK on raise."""
         self._check_open()
         state = self._state
         if state.joined is not None:
@@ -256,7 +276,8 @@ class PostgresStore:
         with self._pool.connection() as conn:
             conn.execute("BEGIN")
             try:
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                conn.execute("SELECT pg_advisory_xact_lock_shared(%s)" if concurrent
+                             else "SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
                 tx = _Transaction(conn)
                 state.joined = tx
                 try:
@@ -317,10 +338,24 @@ class PostgresStore:
         """The election for ``role``, by a session advisory lock named for it."""
         return _Leadership(self._url, self._kwargs, LEADER_LOCK + zlib.crc32(role.encode()))
 
+    @property
+    def skip_locked(self) -> str:
+        """``FOR UPDATE SKIP LOCKED``: the rows are this transaction's, or not offered."""
+        return "FOR UPDATE SKIP LOCKED"
+
+    def lock(self, tx: Any, name: str) -> None:
+        """``pg_advisory_xact_lock`` on ``name``: waits (up to ``lock_timeout``)."""
+        tx.execute("SELECT pg_advisory_xact_lock(?)", (_named(name),))
+
+    def try_lock(self, tx: Any, name: str) -> bool:
+        """``pg_try_advisory_xact_lock`` on ``name``: at once, or False."""
+        row = tx.execute("SELECT pg_try_advisory_xact_lock(?)", (_named(name),)).fetchone()
+        return bool(row and row[0])
+
     def change_marker(self, tx: Any) -> Hashable:
         """This transaction and the writes it made: valid within one transaction only,
         since another host may commit between two of ours."""
-        return (id(tx), getattr(tx, "writes", 0))
+        return (getattr(tx, "serial", id(tx)), getattr(tx, "writes", 0))
 
     @property
     def version(self) -> int:

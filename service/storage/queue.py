@@ -5,9 +5,10 @@ names the event it performs and takes its ``WHERE status IN (...)`` and ``SET st
 from that table, so the SQL cannot drift from the documented lifecycle.
 
 ``claim`` is where spending is decided, so it is written for the budget governor:
-it walks candidates in FIFO order inside one ``BEGIN IMMEDIATE`` and leases the first
-one the ``admit`` hook accepts. The hook is a plain predicate; this module imports
-nothing from ``service.budget``.
+it walks candidates in FIFO order inside one transaction and leases the first one the
+``admit`` hook accepts; the transaction is ``concurrent``, so on PostgreSQL several hosts
+claim at once, each candidate taken with ``FOR UPDATE SKIP LOCKED``. The hook is a plain
+predicate; this module imports nothing from ``service.budget``.
 """
 
 from __future__ import annotations
@@ -111,32 +112,50 @@ _CHUNK: Final = 500
 _LEASE_LAPSED = (f"((status = '{PENDING}' AND (leased_until IS NULL OR leased_until <= :now))"
                  f" OR (status = '{CLAIMED}' AND leased_until <= :now))")
 
+# ``{skip}`` is the store's ``skip_locked``: on PostgreSQL two hosts claiming at once each
+# take the rows the other is not already handling, and never wait on one another for them.
 _ABANDON_EXHAUSTED = f"""
 UPDATE queue SET status = '{target("abandon")}', leased_until = NULL
- WHERE status IN {_in("abandon")} AND attempts >= :max_attempts AND {_LEASE_LAPSED}
+ WHERE dedupe_key IN (
+        SELECT dedupe_key FROM queue
+         WHERE status IN {_in("abandon")} AND attempts >= :max_attempts AND {_LEASE_LAPSED}
+         {{skip}})
 RETURNING dedupe_key
 """
 
 # The attempt that died stays counted (it was counted when it was claimed).
 _RECOVER_LAPSED = f"""
 UPDATE queue SET status = '{target("recover")}', owner = NULL, leased_until = NULL
- WHERE status IN {_in("recover")} AND leased_until <= :now
+ WHERE dedupe_key IN (
+        SELECT dedupe_key FROM queue
+         WHERE status IN {_in("recover")} AND leased_until <= :now {{skip}})
 RETURNING dedupe_key, attempts
 """
+
+_CLAIMABLE = f"status IN {_in('claim')} AND {_LEASE_LAPSED} AND attempts < :max_attempts"
+
+# A live lease on the pull request ``:repo``/``:pr_number``.
+_PULL_LEASED = (f"SELECT 1 FROM queue WHERE repo = :repo AND pr_number = :pr_number"
+                f" AND status = '{CLAIMED}' AND leased_until > :now")
 
 # Walked lazily in FIFO order; deliberately no LIMIT: the admit hook may refuse the head
 # (a pr_opened at MENTION_ONLY) and the mention behind it must still be reachable.
 # One pull request is reviewed by one worker at a time: a row whose pull request holds a
-# live lease is skipped, not waited on.
+# live lease is skipped, not waited on. The walk itself locks nothing (a FOR UPDATE here
+# would lock every candidate at once); each candidate is taken on its own (``_TAKE_ROW``).
 CLAIMABLE_SQL = f"""
 SELECT {_COLUMNS} FROM queue
- WHERE status IN {_in("claim")} AND {_LEASE_LAPSED} AND attempts < :max_attempts
+ WHERE {_CLAIMABLE}
    AND NOT EXISTS (
         SELECT 1 FROM queue AS other
          WHERE other.repo = queue.repo AND other.pr_number = queue.pr_number
            AND other.status = '{CLAIMED}' AND other.leased_until > :now)
  ORDER BY enqueued_at, dedupe_key
 """
+
+# One candidate, still claimable, locked for this transaction (or skipped when another
+# claim holds it).
+_TAKE_ROW = f"SELECT 1 FROM queue WHERE dedupe_key = :key AND {_CLAIMABLE} {{skip}}"
 
 _TAKE_LEASE = f"""
 UPDATE queue SET status = '{target("claim")}', owner = :owner, leased_until = :until,
@@ -366,6 +385,10 @@ class ReviewQueue:
         self._store = store
         self.lease = lease
         self.max_attempts = max_attempts
+        skip = store.skip_locked
+        self._abandon_sql = _ABANDON_EXHAUSTED.format(skip=skip)
+        self._recover_sql = _RECOVER_LAPSED.format(skip=skip)
+        self._take_row_sql = _TAKE_ROW.format(skip=skip)
 
     # -- ingest -------------------------------------------------------------------------
 
@@ -463,7 +486,7 @@ class ReviewQueue:
     ) -> Claim | None:
         """Lease the oldest claimable row that ``admit`` accepts, or return None.
 
-        One ``BEGIN IMMEDIATE`` holds: rows out of attempts become ``abandoned``; rows
+        One concurrent transaction holds: rows out of attempts become ``abandoned``; rows
         whose worker's lease lapsed go back to ``pending`` (their attempt counted), and
         ``lapsed`` is told both sets — all of this whether or not anything is admitted
         after; candidates (pending, whose pull request has no live lease) are offered to
@@ -471,17 +494,23 @@ class ReviewQueue:
         refused candidate is left exactly as it was: refusal costs no attempt. ``admit``
         runs inside the transaction, so whatever it writes (the budget reservation)
         commits with the lease or not at all.
+
+        Beside other hosts' claims (PostgreSQL), each candidate is taken with its row
+        locked (``skip_locked``: a row another claim holds is passed over) and its pull
+        request's named lock (``try_lock``), and only then is the pull request checked for
+        a live lease again, so two claims never lease one pull request. ``admit`` and
+        ``lapsed`` serialise what they read and write themselves (the budget's lock).
         """
         if not owner:
             raise ValueError("owner must be a non-empty string")
         until = now + self.lease
         params = {"now": to_db_time(now), "max_attempts": self.max_attempts}
-        with self._store.transaction() as conn:
-            abandoned = [key for (key,) in conn.execute(_ABANDON_EXHAUSTED, params)]
+        with self._store.transaction(concurrent=True) as conn:
+            abandoned = [key for (key,) in conn.execute(self._abandon_sql, params)]
             if abandoned:
                 log.warning("abandoned %d row(s) after %d attempts", len(abandoned),
                             self.max_attempts)
-            recovered = list(conn.execute(_RECOVER_LAPSED, params))
+            recovered = list(conn.execute(self._recover_sql, params))
             for key, attempts in recovered:
                 log.warning("a worker's lease lapsed; the row is pending again",
                             extra={"dedupe_key": key, "attempt": attempts})
@@ -489,6 +518,8 @@ class ReviewQueue:
                 lapsed(conn, [*abandoned, *(key for key, _ in recovered)], now)
             for values in conn.execute(CLAIMABLE_SQL, params):
                 row = _row(values)
+                if not self._take(conn, row, params):
+                    continue
                 candidate = Claim(dedupe_key=row.dedupe_key, job=row.job,
                                   enqueued_at=row.enqueued_at,
                                   lease=Lease(owner=owner, until=until,
@@ -502,16 +533,27 @@ class ReviewQueue:
                     "key": row.dedupe_key, "owner": owner, "until": to_db_time(until),
                     "now": params["now"],
                 }).rowcount
-                if taken != 1:  # pragma: no cover - impossible under the write lock
+                if taken != 1:  # pragma: no cover - impossible: the row is locked as ours
                     raise RuntimeError(f"lease on {row.dedupe_key} vanished mid-claim")
                 return candidate
         return None
+
+    def _take(self, conn: Transaction, row: QueueRow, params: dict[str, object]) -> bool:
+        """Lock ``row`` and its pull request for this claim, if both are free and the row
+        is still claimable with no live lease on its pull request."""
+        if conn.execute(self._take_row_sql, {**params, "key": row.dedupe_key}
+                        ).fetchone() is None:
+            return False  # another claim holds it, or took it since the walk began
+        if not self._store.try_lock(conn, f"pull:{row.repo}#{row.pr_number}"):
+            return False  # another claim is leasing this pull request right now
+        return conn.execute(_PULL_LEASED, {**params, "repo": row.repo,
+                                           "pr_number": row.pr_number}).fetchone() is None
 
     # -- after the work -------------------------------------------------------------------
 
     def finish(self, dedupe_key: str, owner: str) -> bool:
         """Mark the row done if ``owner`` still holds it; False changes nothing."""
-        with self._store.transaction() as conn:
+        with self._store.transaction(concurrent=True) as conn:
             return self.finish_in(conn, dedupe_key, owner)
 
     def finish_in(self, conn: Transaction, dedupe_key: str, owner: str) -> bool:
@@ -524,12 +566,12 @@ class ReviewQueue:
         with ``not_before`` no claim takes it before that time (a retry delay)."""
         params = {"key": dedupe_key, "owner": owner,
                   "not_before": None if not_before is None else to_db_time(not_before)}
-        with self._store.transaction() as conn:
+        with self._store.transaction(concurrent=True) as conn:
             return conn.execute(_RELEASE, params).rowcount == 1
 
     def renew(self, dedupe_key: str, owner: str, *, now: datetime) -> bool:
         """Extend a held lease to ``now + lease``; False if the lease is no longer ours."""
-        with self._store.transaction() as conn:
+        with self._store.transaction(concurrent=True) as conn:
             return conn.execute(_RENEW, {
                 "key": dedupe_key, "owner": owner, "until": to_db_time(now + self.lease),
             }).rowcount == 1

@@ -226,8 +226,11 @@ class SqliteStore:
     # -- transactions --
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self, *, concurrent: bool = False) -> Iterator[sqlite3.Connection]:
         """Run the block in one ``BEGIN IMMEDIATE`` transaction on this thread's connection.
+
+        ``concurrent`` changes nothing here: every transaction on the file is the one
+        writer, which is at least what a concurrent one asks for.
 
         COMMIT when the block returns, ROLLBACK (and re-raise) when it raises. The write
         lock is taken at BEGIN, so the wait for another writer happens there, under
@@ -323,6 +326,18 @@ class SqliteStore:
         """On one file every process leads: they share one host, and what they would
         duplicate (a poll cycle) is idempotent."""
         return _OneHost()
+
+    @property
+    def skip_locked(self) -> str:
+        """Nothing: with one writer at a time no row is ever locked by another."""
+        return ""
+
+    def lock(self, tx: Transaction, name: str) -> None:
+        """Nothing to wait for: the transaction already is the only writer."""
+
+    def try_lock(self, tx: Transaction, name: str) -> bool:
+        """Always taken: the transaction already is the only writer."""
+        return True
 
     def change_marker(self, tx: Transaction) -> Hashable:
         """This connection, its own changes so far, and ``PRAGMA data_version`` (which moves
