@@ -324,13 +324,14 @@ class Governor:
             cost_usd=None if usage.cost_usd is None else float(usage.cost_usd))
 
         def run(c: Transaction) -> bool:
+            self._store.lock(c, BUDGET_LOCK)
             settled = ledger.settle(c, claim.dedupe_key, claim.owner, settlement, now)
             if stop_reason == "usage_limit":
                 self._trip(c, now=now, resets_at=resets_at)
             return settled
 
-        if conn is None:
-            with self._store.transaction() as own:
+        if conn is None:  # on its own it writes only under the budget's lock: concurrent
+            with self._store.transaction(concurrent=True) as own:
                 settled = run(own)
         else:
             settled = run(conn)

@@ -78,8 +78,8 @@ def measure(conn: Transaction, now: datetime, config: BudgetConfig, pct: int = 1
             ) -> tuple[WindowState, ...]:
     """Every window's state at ``now``, read through ``conn``, at ``pct`` % of its limit."""
     states = []
-    for window in WINDOWS:
-        charged, reserved, oldest = ledger.window_charge(conn, now - window.duration)
+    charges = ledger.window_charges(conn, [now - window.duration for window in WINDOWS])
+    for window, (charged, reserved, oldest) in zip(WINDOWS, charges, strict=True):
         states.append(WindowState(
             name=window.name,
             duration_seconds=int(window.duration.total_seconds()),
