@@ -10,15 +10,22 @@ or ``CI=true``: CI never passes by leaving a backend out.
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import os
 import secrets
+import shutil
+import subprocess
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote, urlencode
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from service.storage import Database, SqliteStore
 from service.storage.postgres import PostgresStore
@@ -76,3 +83,101 @@ def open_database(backend: str, tmp_path: Path) -> Iterator[Database]:
         return
     with throwaway_database() as conninfo, PostgresStore(conninfo) as pg:
         yield pg
+
+
+def as_url(conninfo: str) -> tuple[str, str | None]:
+    """``conninfo`` as the ``postgresql://`` URL a config's ``store.url`` takes, and its
+    password apart (a config reads it from ``store.password_file``, never the URL)."""
+    params = {key: str(value) for key, value in conninfo_to_dict(conninfo).items()}
+    password = params.pop("password", None)
+    user = params.pop("user", "")
+    dbname = params.pop("dbname", "")
+    host = params.get("host", "")
+    netloc = ""
+    if host and not host.startswith("/"):
+        params.pop("host")
+        port = params.pop("port", None)
+        netloc = host + (f":{port}" if port else "")
+    if user:
+        netloc = f"{quote(user, safe='')}@{netloc}"
+    query = f"?{urlencode(params)}" if params else ""
+    return f"postgresql://{netloc}/{quote(dbname, safe='')}{query}", password
+
+
+def _server_binary(name: str) -> str | None:
+    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    return found[-1] if found else shutil.which(name)
+
+
+@dataclass
+class Cluster:
+    """A PostgreSQL server of one test's own: its data and socket in a directory of its
+    own, no TCP, trust for local connections. ``restart`` crashes and restarts it (what
+    a failover or a server restart does to every connection) without touching anyone
+    else's database."""
+
+    directory: Path
+    pg_ctl: str
+
+    @property
+    def data(self) -> Path:
+        return self.directory / "data"
+
+    @property
+    def conninfo(self) -> str:
+        return make_conninfo(host=str(self.directory), port=CLUSTER_PORT, user="postgres",
+                             dbname="postgres")
+
+    def _run(self, *args: str) -> None:
+        subprocess.run([*_as_server_user(), self.pg_ctl, "-D", str(self.data), *args],
+                       check=True, capture_output=True, timeout=120)
+
+    def start(self) -> None:
+        self._run("-w", "-l", str(self.directory / "server.log"), "-o",
+                  f"-k {self.directory} -p {CLUSTER_PORT} -c listen_addresses=''", "start")
+
+    def restart(self) -> None:
+        """Stop at once (``-m immediate``: connections cut, no checkpoint; the start
+        recovers from the WAL) and start again."""
+        self._run("-m", "immediate", "-w", "stop")
+        self.start()
+
+    def stop(self) -> None:
+        with contextlib.suppress(subprocess.CalledProcessError):
+            self._run("-m", "immediate", "-w", "stop")
+
+
+CLUSTER_PORT = 5432  # the socket is in the cluster's own directory: no clash
+
+
+def _as_server_user() -> list[str]:
+    # initdb and the server refuse to run as root: as root, they run as ``postgres``.
+    return ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+
+
+@contextmanager
+def private_cluster() -> Iterator[Cluster]:
+    """A fresh ``Cluster``, started; stopped and removed afterwards. Skipped (failed under
+    CI) where the server's binaries are not installed."""
+    initdb, pg_ctl = _server_binary("initdb"), _server_binary("pg_ctl")
+    if initdb is None or pg_ctl is None:
+        problem = "no PostgreSQL server binaries (initdb, pg_ctl) to make a cluster with"
+        if os.environ.get("CI") or os.environ.get(REQUIRED_ENV):
+            pytest.fail(problem)
+        pytest.skip(problem)
+    # Not under pytest's tmp_path: the server's user must be able to reach the directory.
+    directory = Path(tempfile.mkdtemp(prefix="prra-pg-"))
+    try:
+        if os.geteuid() == 0:
+            shutil.chown(directory, "postgres", "postgres")
+        subprocess.run([*_as_server_user(), initdb, "-D", str(directory / "data"),
+                        "--auth=trust", "--username=postgres", "--encoding=UTF8",
+                        "--no-sync"], check=True, capture_output=True, timeout=120)
+        cluster = Cluster(directory, pg_ctl)
+        cluster.start()
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)

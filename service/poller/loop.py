@@ -125,7 +125,7 @@ class Poller:
         self._on_cycle = on_cycle
         self._leadership = leadership
         self._on_standby = on_standby
-        self._standing_by = False
+        self._standing_by: bool | None = None  # None: not yet asked
         self._refresh_every = refresh_every
         self._pacing = pacing or PacingPolicy()
         self._streams = RepositoryPoller(client, store, queue, ctx, memory=memory)
@@ -371,9 +371,11 @@ class Poller:
         if self._leadership is None:
             return True
         leading = await self._store.run(self._leadership.lead)
-        if leading == self._standing_by:  # a change of role: worth one line
+        if self._standing_by is None or leading == self._standing_by:
+            # The first answer and every change of role are worth one line each.
             log.info("poller leads" if leading else
-                     "poller is standing by: another process polls this store")
+                     "poller is standing by: another process polls this store",
+                     extra={"takeover": leading and self._standing_by is True})
         self._standing_by = not leading
         if not leading and self._on_standby is not None:
             self._on_standby(self._now())

@@ -15,7 +15,8 @@ from what GitHub (the simulator) actually shows:
 
 Independently of the classes: no dedupe key's run marker appears on GitHub more than
 once (posted twice, must be 0), nor any notice marker; for every trigger the ledger
-charges at least what the engine reported across all its attempts; and no budget
+charges at least what the engine reported across all its attempts, with no more ledger
+rows than attempts (none charged twice); and no budget
 window was ever over its limit, checked at every ledger row's reservation instant with
 the limits in force then.
 
@@ -224,6 +225,9 @@ def classify(triggers: Sequence[Trigger], *, queue: Sequence[Mapping[str, Any]],
         if row is not None:
             verdict.attempts = int(row["attempts"])
             _judge(verdict, row, runs_by.get(trigger.key), rows)
+            if len(rows) > verdict.attempts:  # each attempt reserves once, or it paid twice
+                problems.append(f"{trigger.key}: {len(rows)} ledger rows for "
+                                f"{verdict.attempts} attempts (charged twice)")
         verdicts.append(verdict)
 
     posted_twice = {key: n for key, n in run_markers.items() if n > 1}

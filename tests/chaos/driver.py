@@ -43,7 +43,8 @@ from typing import Any
 from service.config import load_config
 from service.github import GitHubClient
 from service.publisher import GitHubPublisher, republish_pending
-from service.storage import SqliteStore, from_db_time
+from service.storage import from_db_time
+from service.storage.open import open_store
 from service.worker.installations import Installations
 from tests.chaos.accounting import Limits, Report, Trigger, charge, classify
 from tests.chaos.rig import ROOT, SLUG, ChaosRig, RigSettings
@@ -74,6 +75,10 @@ class ChaosSettings:
     webhook_share: float = 0.5
     seed: int | None = None
     rig: RigSettings = field(default_factory=RigSettings)
+    #: Seconds from the start at which ``restart_database`` is called: the database
+    #: server restarted (or failed over) under the running hosts.
+    database_restarts: tuple[float, ...] = ()
+    restart_database: Callable[[], None] | None = None
 
 
 @dataclass
@@ -95,6 +100,14 @@ class ChaosResult:
     notices: int = 0
     peak_before_switch: int = 0
     tight_limit: int = 0
+    #: Hosts whose ``serve`` logged "poller leads", and how many of those lines were a
+    #: standby taking over (the leader's host killed).
+    poller_leaders: frozenset[int] = frozenset()
+    poller_takeovers: int = 0
+    #: Database restarts made, and every ``serve`` that exited without being killed:
+    #: (host, exit code).
+    database_restarts: int = 0
+    crashes: list[tuple[int, int | None]] = field(default_factory=list)
 
 
 def plan(settings: ChaosSettings, rng: random.Random, repos: list[str]
@@ -172,7 +185,9 @@ def _run(rig: ChaosRig, settings: ChaosSettings, rng: random.Random, seed: int,
     tight = rig.settings
     limits = [Limits(EPOCH, tight.session_tokens, tight.weekly_tokens // 7,
                      tight.weekly_tokens)]
-    rig.start_serve()
+    hosts = list(range(tight.hosts))
+    for host in hosts:
+        rig.start_serve(host=host)
     rig.wait_seeded()  # triggers made before a repository's cold start are its backlog
     progress(f"seed {seed}: serve up, repositories seeded")
 
@@ -187,6 +202,16 @@ def _run(rig: ChaosRig, settings: ChaosSettings, rng: random.Random, seed: int,
     t0 = time.monotonic()
     next_kill: float | None = t0 + rng.uniform(*settings.kill_gap)
     restart_at: float | None = None
+    down: int | None = None  # the host killed and not yet restarted (one at a time)
+    restarts = list(settings.database_restarts)
+    crashes: list[tuple[int, int | None]] = []
+
+    def revive_crashed() -> None:
+        """A ``serve`` that exited by itself is a failure of the run: recorded, restarted."""
+        for host in hosts:
+            if host != down and not rig.alive(host):
+                crashes.append((host, rig.serves[host].process.returncode))
+                rig.start_serve(config, wait=False, host=host)
 
     def raise_budget() -> datetime:
         """With ``serve`` down: publish the big policy; every row reserved before the
@@ -205,7 +230,9 @@ def _run(rig: ChaosRig, settings: ChaosSettings, rng: random.Random, seed: int,
         events = rig.take_events()
         if not events:
             return
-        answers = rig.deliver(events)
+        # Any replica may receive any delivery: each goes to a host at random (a dead one
+        # refuses the connection, as on GitHub, and the poller must find the trigger).
+        answers = rig.deliver(events, [rng.choice(hosts) for _ in events])
         statuses.extend(answers)
         for event, status in zip(events, answers, strict=True):
             ident = event_identity(event)
@@ -217,17 +244,26 @@ def _run(rig: ChaosRig, settings: ChaosSettings, rng: random.Random, seed: int,
         while schedule and schedule[0][0] <= now - t0:
             _, repo, kind, command, via = schedule.pop(0)
             triggers.append(create(rig, repo, kind, command, via, mentioned))
-        if next_kill is not None and now >= next_kill and rig.alive():
-            rig.kill_serve()
+        if restarts and now - t0 >= restarts[0] and settings.restart_database is not None:
+            restarts.pop(0)
+            settings.restart_database()
+            progress(f"database restarted at {now - t0:.1f} s")
+        revive_crashed()
+        if next_kill is not None and now >= next_kill and all(rig.alive(h) for h in hosts):
+            # The first kill takes the poller's leader (so a standby is seen to take over),
+            # later ones either host at random.
+            down = (poller_leader(rig) if kills == 0 and len(hosts) > 1 else None)
+            down = rng.choice(hosts) if down is None else down
+            rig.kill_serve(host=down)
             kills += 1
             if switched is None and now - t0 >= settings.switch_at and refused():
                 switched, config = raise_budget(), big
                 progress(f"kill {kills} at {now - t0:.1f} s; budget raised")
             restart_at = now + rng.uniform(*settings.down_for)
             next_kill = None
-        if restart_at is not None and now >= restart_at:
-            rig.start_serve(config, wait=False)
-            restart_at = None
+        if restart_at is not None and now >= restart_at and down is not None:
+            rig.start_serve(config, wait=False, host=down)
+            restart_at, down = None, None
             if now - t0 < settings.chaos_seconds:
                 next_kill = now + rng.uniform(*settings.kill_gap)
         deliver()
@@ -236,31 +272,35 @@ def _run(rig: ChaosRig, settings: ChaosSettings, rng: random.Random, seed: int,
     if switched is None:  # no kill came late enough, or the window had not refused yet
         wait_until = time.monotonic() + settings.refusal_timeout
         while not refused() and time.monotonic() < wait_until:
-            if not rig.alive():
-                rig.start_serve(config, wait=False)
+            for host in hosts:
+                if not rig.alive(host):
+                    rig.start_serve(config, wait=False, host=host)
             deliver()
             time.sleep(0.2)
         progress("budget raised after the chaos" + ("" if refused() else
                                                      " (the tight window never refused)"))
-        rig.kill_serve()
+        rig.kill_serve(host=0)
         kills += 1
         switched, config = raise_budget(), big
-    if not rig.alive():
-        rig.start_serve(config, wait=False)
-    assert rig.serve is not None
-    rig.wait_ready(rig.serve)
+    for host in hosts:
+        if not rig.alive(host):
+            rig.start_serve(config, wait=False, host=host)
+        rig.wait_ready(rig.serves[host])
+    down = None  # every host is up: from here any exit is a crash
     progress(f"chaos over after {kills} kills; draining")
     drain_start = time.monotonic()
     keyed = [t.key for t in triggers]
     deadline = drain_start + settings.drain_timeout
     while time.monotonic() < deadline:
         deliver()
+        revive_crashed()
         if quiescent(rig, keyed):
             break
         time.sleep(0.2)
     drained_in = time.monotonic() - drain_start
     deliver()
-    final_exit = rig.kill_serve(signal.SIGTERM)
+    exits = [rig.kill_serve(signal.SIGTERM, host=host) for host in hosts]
+    final_exit = next((code for code in exits if code != 0), 0)
     later = asyncio.run(publish_after_lease(rig, config))
     triggers = [with_delivery(t, by_event) for t in triggers]
     report = classify(
@@ -286,7 +326,25 @@ def _run(rig: ChaosRig, settings: ChaosSettings, rng: random.Random, seed: int,
                        notices=len(rig.rows("SELECT * FROM notices WHERE comment_id IS NOT "
                                             "NULL")),
                        peak_before_switch=sum(charge(r) for r in before),
-                       tight_limit=tight.session_tokens)
+                       tight_limit=tight.session_tokens,
+                       poller_leaders=frozenset(
+                           line["_host"] for line in rig.serve_log_lines()
+                           if line.get("message") == "poller leads"),
+                       database_restarts=len(settings.database_restarts) - len(restarts),
+                       crashes=crashes,
+                       poller_takeovers=sum(1 for line in rig.serve_log_lines()
+                                            if line.get("message") == "poller leads"
+                                            and line.get("takeover")))
+
+
+def poller_leader(rig: ChaosRig) -> int | None:
+    """The host whose live ``serve`` last logged that it leads the poller, if any."""
+    leader = None
+    for line in rig.serve_log_lines():
+        if line.get("message") == "poller leads" and rig.alive(line["_host"]) and \
+                rig.serves[line["_host"]].index == line["_incarnation"]:
+            leader = line["_host"]
+    return leader
 
 
 def create(rig: ChaosRig, repo: str, kind: str, command: str, via: str,
@@ -353,7 +411,7 @@ async def publish_after_lease(rig: ChaosRig, config_path: Path) -> int:
     """Publish runs a killed attempt left under its publication lease, as the maintenance
     loop of a ``serve`` started 16 minutes later would (``republish_pending``)."""
     config = load_config(str(config_path), {})
-    store = SqliteStore(config.store.path)
+    store = open_store(config.store)
 
     def later() -> datetime:
         return datetime.now(UTC) + timedelta(minutes=16)
@@ -381,7 +439,9 @@ def describe(result: ChaosResult) -> str:
         f"seed {result.seed}: {result.kills} SIGKILLs, {result.incarnations} incarnations, "
         f"drained in {result.drained_in:.1f} s, {result.total_seconds:.1f} s in all; final "
         f"SIGTERM exit {result.final_exit}; published after the lease: "
-        f"{result.published_after_lease}; webhooks {result.deliveries}",
+        f"{result.published_after_lease}; webhooks {result.deliveries}; poller led on "
+        f"hosts {sorted(result.poller_leaders)}, {result.poller_takeovers} takeover(s); "
+        f"{result.database_restarts} database restart(s); crashed: {result.crashes}",
         f"budget: {result.refusals} refusals logged, {result.notices} notices posted; "
         f"charged {result.peak_before_switch} of the tight session limit "
         f"{result.tight_limit} before it was raised",

@@ -35,8 +35,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import yaml
+from psycopg.rows import dict_row
 
+from service.storage.postgres import translate_placeholders
 from tests.fake_claude import engine_isolation
 from tests.simulator import GitRepo
 from tests.simulator.harness import app_key_pair
@@ -72,6 +75,12 @@ class RigSettings:
     session_tokens: int = 5_000_000
     weekly_tokens: int = 50_000_000
     max_run_tokens: int = 30_000
+    #: ``serve --role all`` processes sharing the store, each its own "host" (config, port).
+    hosts: int = 1
+    #: The store: None for the SQLite file ``state.db``, else a PostgreSQL URL (more than
+    #: one host needs one).
+    store_url: str | None = None
+    store_password: str | None = None
     #: Lines of the one file each pull request adds (all equal: the pre-flight estimate
     #: then keeps its defaults, so a random fit cannot refuse a run).
     lines_per_pull: int = 6
@@ -111,6 +120,7 @@ class Serve:
     log: Path
     started: float
     ready: float | None = None
+    host: int = 0
 
 
 @dataclass
@@ -120,7 +130,9 @@ class ChaosRig:
     sim_url: str = ""
     port: int = 0
     sim: subprocess.Popen[bytes] | None = None
-    serve: Serve | None = None
+    #: Each host's latest incarnation of ``serve`` (by host index).
+    serves: dict[int, Serve] = field(default_factory=dict)
+    ports: list[int] = field(default_factory=list)
     incarnations: list[Serve] = field(default_factory=list)
     #: Processes started with ``start_role`` (the topology of separate roles).
     roles: list[Serve] = field(default_factory=list)
@@ -143,6 +155,11 @@ class ChaosRig:
         return self.root / "state.db"
 
     @property
+    def serve(self) -> Serve | None:
+        """Host 0's latest incarnation."""
+        return self.serves.get(0)
+
+    @property
     def usage_log(self) -> Path:
         return self.engine_dir / "usage.jsonl"
 
@@ -154,11 +171,23 @@ class ChaosRig:
 
     @property
     def webhook_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/webhook"
+        return self.webhook_url_of(0)
 
     @property
     def serve_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self.serve_url_of(0)
+
+    def webhook_url_of(self, host: int) -> str:
+        return f"{self.serve_url_of(host)}/webhook"
+
+    def serve_url_of(self, host: int) -> str:
+        return f"http://127.0.0.1:{self.ports[host]}"
+
+    @staticmethod
+    def host_config(config: Path, host: int) -> Path:
+        """Host ``host``'s variant of a config ``config_for`` wrote (its own port)."""
+        return config if host == 0 else config.with_name(
+            f"{config.stem}.host{host}{config.suffix}")
 
     def lay_out(self) -> None:
         """Keys, git repositories, the simulator's state, the engine plan, the config."""
@@ -201,7 +230,8 @@ class ChaosRig:
         }
         (self.root / "sim-state.json").write_text(json.dumps(state, indent=1))
         self.write_plan()
-        self.port = free_port()
+        self.ports = [free_port() for _ in range(s.hosts)]
+        self.port = self.ports[0]
         self.config_for()
 
     def write_plan(self, **changes: Any) -> None:
@@ -215,14 +245,15 @@ class ChaosRig:
 
     def config_for(self, name: str = "config.yaml", *,
                    triggers: dict[str, Any] | None = None, **budget: int) -> Path:
-        """A ``serve`` config; ``triggers`` and ``budget`` override those sections."""
+        """A ``serve`` config for every host (``host_config`` names the others');
+        ``triggers`` and ``budget`` override those sections. Host 0's path."""
         s = self.settings
         document = {
             "github": {"app_id": APP_ID, "private_key_file": "app.pem",
                        "webhook_secret_file": "webhook", "api_url": self.sim_url or
                        "http://127.0.0.1:9"},
             "server": {"host": "127.0.0.1", "port": self.port},
-            "store": {"path": "state.db"},
+            "store": self._store_section(),
             "poller": {"interval_seconds": s.poll_interval},
             "triggers": triggers or {},
             "workers": {"count": s.workers, "lease_seconds": s.lease_seconds},
@@ -237,8 +268,19 @@ class ChaosRig:
                        **budget},
         }
         path = self.root / name
-        path.write_text(yaml.safe_dump(document, sort_keys=False))
+        for host, port in enumerate(self.ports or [self.port]):
+            document["server"] = {"host": "127.0.0.1", "port": port}
+            self.host_config(path, host).write_text(yaml.safe_dump(document, sort_keys=False))
         return path
+
+    def _store_section(self) -> dict[str, str]:
+        s = self.settings
+        if s.store_url is None:
+            return {"path": "state.db"}
+        if s.store_password is None:
+            return {"url": s.store_url}
+        (self.root / "store.password").write_text(s.store_password)
+        return {"url": s.store_url, "password_file": "store.password"}
 
     # -- processes -----------------------------------------------------------------------
 
@@ -256,12 +298,15 @@ class ChaosRig:
         self.sim_url = line
         self.config_for()  # now with the simulator's address
 
-    def start_serve(self, config: Path | None = None, *, wait: bool = True) -> Serve:
-        """Start ``serve --role all``; with ``wait``, return once ``/healthz`` answers."""
-        if self.serve is not None and self.serve.process.poll() is None:
-            raise RuntimeError("serve is already running")
-        serve = self._spawn("all", config, "serve")
-        self.serve = serve
+    def start_serve(self, config: Path | None = None, *, wait: bool = True,
+                    host: int = 0) -> Serve:
+        """Start ``serve --role all`` on ``host``; with ``wait``, return once ``/healthz``
+        answers."""
+        if self.alive(host):
+            raise RuntimeError(f"serve is already running on host {host}")
+        serve = self._spawn("all", self.host_config(config or self.root / "config.yaml",
+                                                    host), "serve", host)
+        self.serves[host] = serve
         if wait:
             self.wait_ready(serve)
         return serve
@@ -273,7 +318,7 @@ class ChaosRig:
         self.roles.append(serve)
         return serve
 
-    def _spawn(self, role: str, config: Path | None, name: str) -> Serve:
+    def _spawn(self, role: str, config: Path | None, name: str, host: int = 0) -> Serve:
         index = len(self.incarnations) + 1
         log = self.root / f"{name}-{index}.log"
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -283,7 +328,8 @@ class ChaosRig:
                  str(config or self.root / "config.yaml"), "--role", role],
                 cwd=self.service_root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=err, env=env)
-        serve = Serve(index=index, process=process, log=log, started=time.monotonic())
+        serve = Serve(index=index, process=process, log=log, started=time.monotonic(),
+                      host=host)
         self.incarnations.append(serve)
         return serve
 
@@ -306,7 +352,8 @@ class ChaosRig:
                 raise RuntimeError(f"serve exited {serve.process.returncode}:\n"
                                    f"{serve.log.read_text()[-4000:]}")
             with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{self.serve_url}/healthz", timeout=1).status_code in (200, 503):
+                if httpx.get(f"{self.serve_url_of(serve.host)}/healthz",
+                             timeout=1).status_code in (200, 503):
                     serve.ready = time.monotonic()
                     return
             time.sleep(0.02)
@@ -315,10 +362,8 @@ class ChaosRig:
     def seeded(self) -> bool:
         """True once the poller has put both marks of every repository (the seed rows
         beside them, ``seed_*``, do not count)."""
-        if not self.store_path.exists():
-            return False  # the first process has not made the store yet
-        if not self.rows("SELECT name FROM sqlite_master WHERE name = 'watermarks'"):
-            return False  # the file is there but its migrations have not committed yet
+        if not self._migrated():
+            return False
         return len(self.rows("SELECT name FROM watermarks WHERE name NOT LIKE 'seed_%'")
                    ) >= 2 * len(self.repos)
 
@@ -329,16 +374,27 @@ class ChaosRig:
                 raise TimeoutError("the poller did not seed every repository")
             time.sleep(0.05)
 
-    def kill_serve(self, sig: int = signal.SIGKILL) -> int | None:
-        """Signal the running ``serve`` and wait for it; its exit code."""
-        return None if self.serve is None else self.stop(self.serve, sig)
+    def _migrated(self) -> bool:
+        """The store exists with its tables (the first process may still be making it)."""
+        if self.settings.store_url is None:
+            return self.store_path.exists() and bool(self.rows(
+                "SELECT name FROM sqlite_master WHERE name = 'watermarks'"))
+        return bool(self.rows("SELECT 1 FROM information_schema.tables"
+                              " WHERE table_name = 'watermarks'"))
 
-    def alive(self) -> bool:
-        return self.serve is not None and self.serve.process.poll() is None
+    def kill_serve(self, sig: int = signal.SIGKILL, host: int = 0) -> int | None:
+        """Signal ``host``'s running ``serve`` and wait for it; its exit code."""
+        serve = self.serves.get(host)
+        return None if serve is None else self.stop(serve, sig)
+
+    def alive(self, host: int = 0) -> bool:
+        serve = self.serves.get(host)
+        return serve is not None and serve.process.poll() is None
 
     def close(self) -> None:
         """Stop everything this rig started, including engine runs orphaned by a kill."""
-        self.kill_serve()
+        for host in list(self.serves):
+            self.kill_serve(host=host)
         for role in self.roles:
             self.stop(role)
         if self.sim is not None and self.sim.poll() is None:
@@ -386,16 +442,19 @@ class ChaosRig:
         events: list[dict[str, Any]] = self.chaos("POST", "events/take")
         return events
 
-    def deliver(self, events: list[dict[str, Any]]) -> list[int | None]:
-        """POST each event to ``serve`` as GitHub would; None where it could not connect
-        (GitHub does not retry a failed delivery by itself: the poller must find it)."""
+    def deliver(self, events: list[dict[str, Any]], hosts: list[int] | None = None
+                ) -> list[int | None]:
+        """POST each event to ``serve`` as GitHub would (the i-th to ``hosts[i]``, default
+        host 0); None where it could not connect (GitHub does not retry a failed delivery
+        by itself: the poller must find it)."""
         statuses: list[int | None] = []
         with httpx.Client(timeout=10) as client:
-            for event in events:
+            for i, event in enumerate(events):
                 body, headers = signed_delivery(event["event"], event["payload"],
                                                 event["delivery_id"])
+                url = self.webhook_url_of(hosts[i] if hosts else 0)
                 try:
-                    statuses.append(client.post(self.webhook_url, content=body,
+                    statuses.append(client.post(url, content=body,
                                                 headers=headers).status_code)
                 except httpx.TransportError:
                     statuses.append(None)
@@ -418,6 +477,11 @@ class ChaosRig:
 
     def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         """Rows of a query on the store, read-only (safe while ``serve`` runs)."""
+        if self.settings.store_url is not None:
+            with psycopg.connect(self.settings.store_url, autocommit=True,
+                                 password=self.settings.store_password,
+                                 row_factory=dict_row) as pg:
+                return pg.execute(translate_placeholders(sql), params).fetchall()
         with contextlib.closing(sqlite3.connect(
                 f"file:{self.store_path}?mode=ro", uri=True, timeout=30)) as db:
             db.row_factory = sqlite3.Row
@@ -439,6 +503,7 @@ class ChaosRig:
                     record = json.loads(line)
                     if isinstance(record, dict):
                         record["_incarnation"] = serve.index
+                        record["_host"] = serve.host
                         yield record
 
 

@@ -1,9 +1,11 @@
 """Chaos with a loss accounting: ``serve --role all`` killed with SIGKILL and restarted
-while 50 triggers arrive, then every trigger classified (``tests/chaos/accounting.py``).
+while triggers arrive, then every trigger classified (``tests/chaos/accounting.py``).
 
 The real processes: ``python -m service serve`` against ``python -m tests.chaos.simserver``
 (the standalone simulator) and the fake ``claude`` with random durations and token
-counts (``tests/chaos/claude_chaos.py``). About a minute; the larger run is
+counts (``tests/chaos/claude_chaos.py``). One host on the SQLite file; two hosts (two
+``serve`` processes, own configs and ports) on one PostgreSQL database, webhooks sent to
+either at random and either killed. About a minute each; the larger run is
 ``python -m tests.bench.bench_chaos``. On failure the message holds the seed (rerun it
 with ``ChaosSettings(seed=…)``) and the classification.
 """
@@ -12,18 +14,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 
-from tests.chaos.driver import ChaosSettings, describe, run_chaos
+from tests.chaos.driver import ChaosResult, ChaosSettings, describe, run_chaos
+from tests.chaos.rig import RigSettings
+from tests.databases import as_url, private_cluster, throwaway_database
 
 
-@pytest.mark.slow
-def test_nothing_lost_nothing_twice_no_window_breached_under_sigkill(tmp_path: Path) -> None:
-    result = run_chaos(tmp_path / "chaos", ChaosSettings(triggers=50))
+def assert_nothing_lost_twice_or_breached(result: ChaosResult, triggers: int) -> None:
     report = result.report
     story = describe(result)
-
-    assert len(report.verdicts) == 50, story
+    assert len(report.verdicts) == triggers, story
     assert report.count("lost") == 0, story
     assert report.count("unfinished") == 0, story
     assert report.posted_twice == {}, story
@@ -35,7 +38,7 @@ def test_nothing_lost_nothing_twice_no_window_breached_under_sigkill(tmp_path: P
     assert report.ok, story
     # Every trigger ended visibly: posted exactly once, an honest recorded ending, or
     # abandoned with its attempts on record.
-    assert sum(report.counts.values()) == 50, story
+    assert sum(report.counts.values()) == triggers, story
     # The run was what it claims to be: kills, both ingest paths, a budget that bound.
     assert result.kills >= 3, story
     assert {v.trigger.via for v in report.verdicts} == {"webhook", "poll"}, story
@@ -43,3 +46,38 @@ def test_nothing_lost_nothing_twice_no_window_breached_under_sigkill(tmp_path: P
     assert result.refusals > 0, story
     assert result.peak_before_switch <= result.tight_limit, story
     assert result.final_exit == 0, story
+
+
+@pytest.mark.slow
+def test_nothing_lost_nothing_twice_no_window_breached_under_sigkill(tmp_path: Path) -> None:
+    result = run_chaos(tmp_path / "chaos", ChaosSettings(triggers=50))
+    assert_nothing_lost_twice_or_breached(result, 50)
+
+
+@pytest.mark.slow
+def test_two_hosts_on_postgresql_under_sigkill(tmp_path: Path) -> None:
+    with throwaway_database() as conninfo:
+        url, password = as_url(conninfo)
+        result = run_chaos(tmp_path / "chaos", ChaosSettings(
+            triggers=40, rig=RigSettings(hosts=2, store_url=url, store_password=password)))
+    assert_nothing_lost_twice_or_breached(result, 40)
+    # The first kill took the poller's leader: the other host's standby took over.
+    assert result.poller_leaders == {0, 1}, describe(result)
+    assert result.poller_takeovers >= 1, describe(result)
+
+
+@pytest.mark.slow
+def test_a_database_restart_mid_run_loses_nothing_and_charges_nothing_twice(
+        tmp_path: Path) -> None:
+    # A server of the test's own, so that restarting it disturbs no other test.
+    with private_cluster() as cluster:
+        with psycopg.connect(cluster.conninfo, autocommit=True) as admin:
+            admin.execute("CREATE DATABASE chaos TEMPLATE template0 ENCODING 'UTF8'")
+        url, password = as_url(make_conninfo(cluster.conninfo, dbname="chaos"))
+        result = run_chaos(tmp_path / "chaos", ChaosSettings(
+            triggers=30, database_restarts=(5.0, 13.0), restart_database=cluster.restart,
+            rig=RigSettings(repos=6, store_url=url, store_password=password)))
+    assert_nothing_lost_twice_or_breached(result, 30)
+    assert result.database_restarts == 2, describe(result)
+    # Nothing crashed for want of its database: every exit was a kill.
+    assert result.crashes == [], describe(result)
