@@ -11,6 +11,7 @@ component names to runners and supervises them.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Mapping
 from datetime import datetime, timedelta
@@ -67,7 +68,10 @@ async def run_poller(services: Services, stop: asyncio.Event) -> None:
         leadership.close()
 
 
-MAINTENANCE_INTERVAL = 30.0  # seconds between re-offers, notices and retention sweeps
+#: Seconds between re-offers of unposted runs: a run whose host died mid-post (its
+#: 30-second publication lease lapsed) is taken up by a live host within this much more.
+REOFFER_INTERVAL = 10.0
+MAINTENANCE_INTERVAL = 30.0  # seconds between notices and retention sweeps
 
 
 def build_publisher(services: Services, installations: Installations) -> GitHubPublisher:
@@ -85,22 +89,25 @@ def build_publisher(services: Services, installations: Installations) -> GitHubP
 
 
 async def maintain(services: Services, publisher: GitHubPublisher) -> None:
-    """Every ``MAINTENANCE_INTERVAL``: re-offer unposted runs (after a crash or a GitHub
-    refusal that cleared), post the one notice a refused mention is owed, and purge the
-    review content of closed pull requests. A failure is logged; the next round retries."""
-    while True:
+    """Every ``REOFFER_INTERVAL``: re-offer unposted runs (after a crash or a GitHub
+    refusal that cleared); every ``MAINTENANCE_INTERVAL``: post the one notice a refused
+    mention is owed, and purge the review content of closed pull requests. A failure is
+    logged; the next round retries."""
+    every = max(1, round(MAINTENANCE_INTERVAL / REOFFER_INTERVAL))
+    for tick in itertools.count():
         now = services.clock()
         try:
             await republish_pending(services.store, publisher, now)
-            await publisher.notify_refusals(services.governor, now)
-            delay = delay_of(services.config.retention)
-            if delay is not None:
-                purged = await anyio.to_thread.run_sync(sweep, services.store, now, delay)
-                if purged:
-                    log.info("retention purged the content of %d run(s)", purged)
+            if tick % every == 0:
+                await publisher.notify_refusals(services.governor, now)
+                delay = delay_of(services.config.retention)
+                if delay is not None:
+                    purged = await anyio.to_thread.run_sync(sweep, services.store, now, delay)
+                    if purged:
+                        log.info("retention purged the content of %d run(s)", purged)
         except Exception:
-            log.exception("maintenance round failed; retrying in %ss", MAINTENANCE_INTERVAL)
-        await anyio.sleep(MAINTENANCE_INTERVAL)
+            log.exception("maintenance round failed; retrying in %ss", REOFFER_INTERVAL)
+        await anyio.sleep(REOFFER_INTERVAL)
 
 
 def check_engine_isolation(config: Config, config_path: str | None,

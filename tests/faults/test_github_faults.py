@@ -87,7 +87,8 @@ async def scenario(tmp: Path) -> Run:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     with pytest.MonkeyPatch.context() as patch:
-        # Re-offer unposted runs every second instead of every 30 (the loop's only knob).
+        # Re-offer unposted runs (and post notices) every second instead of every 10 (30).
+        patch.setattr(runners, "REOFFER_INTERVAL", 1.0)
         patch.setattr(runners, "MAINTENANCE_INTERVAL", 1.0)
         # Wait 2 s, not a minute, before the attempt after a failed one.
         patch.setattr(job, "RETRY_DELAYS", (RETRY, RETRY))

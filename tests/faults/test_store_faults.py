@@ -34,6 +34,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture(autouse=True)
 def quick_maintenance(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runners, "REOFFER_INTERVAL", 1.0)
     monkeypatch.setattr(runners, "MAINTENANCE_INTERVAL", 1.0)
 
 
