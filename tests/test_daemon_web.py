@@ -18,7 +18,7 @@ import anyio
 import httpx
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from service.cli import main
 from service.config import load_config
@@ -29,7 +29,7 @@ from service.identity import UNKNOWN_SLUG, AppIdentity
 from service.storage import SqliteStore
 from service.triggers import classify_event
 from tests import payloads as p
-from tests.databases import throwaway_database
+from tests.databases import as_url, private_cluster, throwaway_database
 from tests.simulator import SimulatorTransport, WebhookSender
 from tests.simulator.harness import Harness
 from tests.webhook_env import PREVIOUS_SECRET, SECRET, write_config
@@ -273,3 +273,62 @@ async def test_two_replicas_on_one_postgresql_database_record_each_delivery_once
     assert codes == [0, 0]
     assert deliveries == [("d-1", "enqueued"), ("d-2", "enqueued")]
     assert queued == (2,)
+
+
+@pytest.mark.anyio
+async def test_a_database_outage_answers_503_loses_nothing_and_recovers(
+        tmp_path: Path) -> None:
+    """With its PostgreSQL server down, ``serve`` stays up: a delivery is answered 503
+    (GitHub shows the failure; redelivery or the poller brings it back), /healthz says the
+    store is down; once the server is back the same delivery is enqueued, once."""
+    unreachable = free_port()
+    with private_cluster() as cluster:
+        with psycopg.connect(cluster.conninfo, autocommit=True) as admin:
+            admin.execute("CREATE DATABASE outage TEMPLATE template0 ENCODING 'UTF8'")
+        url, _ = as_url(make_conninfo(cluster.conninfo, dbname="outage"))
+        port = free_port()
+        config = write_config(tmp_path, port=port, store={"url": url},
+                              github={"api_url": f"http://127.0.0.1:{unreachable}"})
+        log = tmp_path / "serve.log"
+        base = f"http://127.0.0.1:{port}"
+        with log.open("wb") as err:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "service", "serve", "--config", str(config),
+                 "--role", "web"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+        try:
+            assert wait_for_auth_report(base, process, log)["checks"]["store"][
+                "status"] == "ok"
+            event = p.pull_request_event("opened")
+
+            async def send() -> httpx.Response:
+                async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+                    sender = WebhookSender(client, url="/webhook", secret=SECRET, app_id=4242)
+                    return await sender.send("pull_request", event, delivery_id="d-out")
+
+            cluster.stop()
+            down = await send()
+            health = httpx.get(f"{base}/healthz", timeout=60)
+            cluster.start()
+            # The pool reconnects on its own (its backoff is bounded): the health check
+            # says so first, then the redelivery is taken.
+            deadline = time.monotonic() + 60
+            while httpx.get(f"{base}/healthz", timeout=60).status_code != 200:
+                assert time.monotonic() < deadline, "the store never came back"
+                time.sleep(0.2)
+            back = await send()
+            again = await send()
+            assert process.poll() is None, log.read_text()
+            process.send_signal(signal.SIGTERM)
+            code = process.wait(timeout=20)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        with psycopg.connect(make_conninfo(cluster.conninfo, dbname="outage")) as db:
+            deliveries = db.execute("SELECT delivery_id, outcome FROM deliveries").fetchall()
+            queued = db.execute("SELECT COUNT(*) FROM queue").fetchone()
+    assert down.status_code == 503
+    assert health.status_code == 503 and health.json()["checks"]["store"]["status"] != "ok"
+    assert back.status_code == 202 and again.json() == {"duplicate": True}
+    assert code == 0
+    assert deliveries == [("d-out", "enqueued")] and queued == (1,)

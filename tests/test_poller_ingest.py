@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 import anyio
+import psycopg
 import pytest
 
 from service.config import TriggersConfig
@@ -512,24 +513,32 @@ async def test_a_crash_between_enqueue_and_advance_loses_nothing_and_doubles_not
 
 
 class FlakyStore(SqliteStore):
-    """The next write transaction made off the event loop's thread (the apply) hits a
-    busy store, as when another process holds the write lock past the busy timeout."""
+    """The next write transaction made off the event loop's thread (the apply) fails
+    with ``failure``: by default a busy store, as when another process holds the write
+    lock past the busy timeout."""
 
     fail_next_apply = False
+    failure: Exception = sqlite3.OperationalError("database is locked")
 
     @contextmanager
     def transaction(self, *, concurrent: bool = False) -> Iterator[sqlite3.Connection]:
         if self.fail_next_apply and threading.current_thread() is not threading.main_thread():
             self.fail_next_apply = False
-            raise sqlite3.OperationalError("database is locked")
+            raise self.failure
         with super().transaction(concurrent=concurrent) as conn:
             yield conn
 
 
 @pytest.mark.anyio
-async def test_a_busy_store_during_the_apply_does_not_let_a_304_hide_the_items(
-        tmp_path: Path) -> None:
+@pytest.mark.parametrize("failure", [
+    sqlite3.OperationalError("database is locked"),
+    # What psycopg raises when PostgreSQL restarts under an open connection.
+    psycopg.OperationalError("server closed the connection unexpectedly")],
+    ids=["busy", "unreachable"])
+async def test_a_busy_or_unreachable_store_during_the_apply_does_not_let_a_304_hide_the_items(
+        tmp_path: Path, failure: Exception) -> None:
     store = FlakyStore(tmp_path / "state.db")
+    store.failure = failure
     rig = PollerRig.create(tmp_path, store=store)
     try:
         await seed(rig)

@@ -10,7 +10,8 @@ What ends a cycle, and what ends the loop:
 - a GitHub failure (``GitHubError``) fails that repository, is logged, and the cycle goes
   on with the next one; ``RateLimited`` holds the whole installation until GitHub's time;
 - store contention (``service.storage.is_contention``: another process holds the write
-  lock past the busy timeout) skips the rest of the cycle with a log line; the next
+  lock past the busy timeout) or an unreachable store (``is_unavailable``: PostgreSQL
+  restarting or failing over) skips the rest of the cycle with a log line; the next
   cycle repeats the unfinished work, because nothing was advanced;
 - any other error — a store fault, a bug — is logged and re-raised: the loop ends
   loudly rather than poll on with a store it cannot trust.
@@ -32,7 +33,7 @@ import anyio.to_thread
 
 from service.config import Config
 from service.github import GitHubClient, GitHubError, RateLimited
-from service.storage import Database, Leadership, is_contention
+from service.storage import Database, Leadership, is_contention, is_unavailable
 from service.storage.queue import ReviewQueue
 from service.storage.watermarks import Watermarks
 from service.triggers import TriggerContext
@@ -188,12 +189,16 @@ class Poller:
         try:
             await self._cycle(now, report)
         except Exception as exc:
-            if not is_contention(exc):
+            if is_unavailable(exc):
+                log.warning("store unreachable; skipping the rest of this poll cycle",
+                            extra={"error": type(exc).__name__})
+            elif is_contention(exc):
+                log.warning("store busy; skipping the rest of this poll cycle",
+                            extra={"error": str(exc)})
+            else:
                 log.error("poll cycle failed; stopping the poller", exc_info=True)
                 self._report(False, now)
                 raise
-            log.warning("store busy; skipping the rest of this poll cycle",
-                        extra={"error": str(exc)})
             report.skipped = True
         report.success = not report.skipped and not report.failures
         report.next_at = self._next_at(now)

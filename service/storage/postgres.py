@@ -54,6 +54,8 @@ _MIGRATE_LOCK: Final = 0x70726101
 LEADER_LOCK: Final = 0x7072610000000000  # plus the role's crc32
 NAMED_LOCK: Final = 0x7072620000000000  # plus the name's crc32 (``lock``/``try_lock``)
 DEFAULT_LOCK_TIMEOUT: Final = 5.0
+POOL_WAIT: Final = 5.0
+RECONNECT_GIVE_UP: Final = 10.0
 
 # A placeholder outside a quoted string: ``?``, or ``:name`` (not ``::``, a cast).
 _TOKENS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|::|\?|:(\w+)|%")
@@ -221,7 +223,14 @@ class PostgresStore:
             url, kwargs=kwargs, min_size=1, max_size=max_connections, configure=configure,
             # A connection is checked before it is lent, so one the server dropped (a
             # restart, a failover) is replaced instead of failing the next transaction.
-            check=ConnectionPool.check_connection, open=False, name="pr-review-agent")
+            check=ConnectionPool.check_connection, open=False, name="pr-review-agent",
+            # A caller waits at most this long for a connection, then fails as
+            # "unavailable": a webhook is answered 503 well inside GitHub's 10 seconds.
+            timeout=POOL_WAIT,
+            # The pool's reconnection backs off exponentially until it gives up after this
+            # long, and the next caller starts again from a second: so a server back from
+            # an outage is reconnected to within seconds, whatever the outage's length.
+            reconnect_timeout=RECONNECT_GIVE_UP)
         self._state = _State()
         self._closed = False
         try:

@@ -42,6 +42,7 @@ from service.storage import (
     Transaction,
     deliveries,
     is_contention,
+    is_unavailable,
 )
 from service.storage.queue import ReviewQueue
 from service.triggers import Close, Decision, Enqueue, Ignore, TriggerContext, classify_event
@@ -307,8 +308,9 @@ class DeliveryLog:
         try:
             return list(self._write(batch))
         except Exception as exc:
-            if len(batch) == 1 or is_contention(exc) or isinstance(exc, StoreClosedError):
-                raise
+            if (len(batch) == 1 or is_contention(exc) or is_unavailable(exc)
+                    or isinstance(exc, StoreClosedError)):
+                raise  # not one delivery's fault: writing each alone would fail the same
         outcomes: list[Result | Exception] = []
         for item in batch:
             try:
