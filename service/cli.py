@@ -95,8 +95,18 @@ def _copy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not os.path.isfile(args.source):
         print(f"migrate: {args.source}: no such SQLite store", file=err)
         return 2
+    password = None
+    if args.password_file is not None:
+        try:
+            with open(args.password_file, encoding="utf-8") as file:
+                password = file.read().strip()
+        except OSError as exc:
+            print(f"migrate: --password-file: {exc.strerror}: {args.password_file}",
+                  file=err)
+            return 2
     try:
-        with SqliteStore(args.source) as source, PostgresStore(args.target) as target:
+        with SqliteStore(args.source) as source, \
+                PostgresStore(args.target, password=password) as target:
             copied = copy_store(source, target)
     except CopyError as exc:
         print(f"migrate: nothing copied: {exc}", file=err)
@@ -220,6 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="copy this SQLite store into the empty PostgreSQL database --to")
     migrate.add_argument("--to", dest="target", metavar="POSTGRESQL_URL",
                          help="with --from: the PostgreSQL database to copy into")
+    migrate.add_argument("--password-file", metavar="FILE",
+                         help="with --to: the PostgreSQL password (else libpq's PGPASSWORD "
+                              "or ~/.pgpass)")
     migrate.set_defaults(handler=_migrate)
 
     serve = sub.add_parser("serve", help="run the service (web receiver, poller, workers)")

@@ -10,6 +10,28 @@ from tests.databases import BACKENDS, open_database
 from tests.simulator.openapi import checker
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Spread the ``slow`` tests (about a minute each: chaos with real processes) evenly
+    through the run. pytest-xdist hands each worker one contiguous block of the
+    collection; left together (tests/chaos/ sorts first) they would all queue on one
+    worker, and the run would last as long as their sum. Each goes in between two
+    modules, never inside one, so a module's own fixtures are still set up once."""
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    rest = [item for item in items if not item.get_closest_marker("slow")]
+    if not slow or not rest:
+        return
+    boundaries = [0] + [i for i in range(1, len(rest))
+                        if rest[i].module is not rest[i - 1].module] + [len(rest)]
+    step = len(rest) / len(slow)
+    before: dict[int, list[pytest.Item]] = {}
+    for index, item in enumerate(slow):
+        nearest = min(boundaries, key=lambda b: abs(b - index * step))
+        before.setdefault(nearest, []).append(item)
+    items[:] = [moved for position in range(len(rest) + 1)
+                for moved in (*before.get(position, ()),
+                              *(rest[position:position + 1]))]
+
+
 @pytest.fixture(autouse=True)
 def _the_simulator_answers_in_githubs_shapes() -> Iterator[None]:
     """Fail a test during which the GitHub simulator served a response that GitHub's own

@@ -156,9 +156,10 @@ def _as_server_user() -> list[str]:
 
 
 @contextmanager
-def private_cluster() -> Iterator[Cluster]:
-    """A fresh ``Cluster``, started; stopped and removed afterwards. Skipped (failed under
-    CI) where the server's binaries are not installed."""
+def private_cluster(password: str | None = None) -> Iterator[Cluster]:
+    """A fresh ``Cluster``, started; stopped and removed afterwards. With ``password``,
+    the ``postgres`` role has it and every connection must give it (scram-sha-256).
+    Skipped (failed under CI) where the server's binaries are not installed."""
     initdb, pg_ctl = _server_binary("initdb"), _server_binary("pg_ctl")
     if initdb is None or pg_ctl is None:
         problem = "no PostgreSQL server binaries (initdb, pg_ctl) to make a cluster with"
@@ -170,9 +171,16 @@ def private_cluster() -> Iterator[Cluster]:
     try:
         if os.geteuid() == 0:
             shutil.chown(directory, "postgres", "postgres")
-        subprocess.run([*_as_server_user(), initdb, "-D", str(directory / "data"),
-                        "--auth=trust", "--username=postgres", "--encoding=UTF8",
-                        "--no-sync"], check=True, capture_output=True, timeout=120)
+        auth = ["--auth=trust"]
+        if password is not None:
+            pwfile = directory / "initdb-password"
+            pwfile.write_text(password)
+            if os.geteuid() == 0:
+                shutil.chown(pwfile, "postgres", "postgres")
+            auth = ["--auth=scram-sha-256", f"--pwfile={pwfile}"]
+        subprocess.run([*_as_server_user(), initdb, "-D", str(directory / "data"), *auth,
+                        "--username=postgres", "--encoding=UTF8", "--no-sync"],
+                       check=True, capture_output=True, timeout=120)
         cluster = Cluster(directory, pg_ctl)
         cluster.start()
         try:

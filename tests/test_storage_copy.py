@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from service.budget import Governor, Usage
 from service.cli import main
@@ -28,7 +28,7 @@ from service.storage.etags import StoredETags
 from service.storage.postgres import PostgresStore
 from service.storage.queue import ReviewQueue
 from service.storage.watermarks import Watermarks
-from tests.databases import throwaway_database
+from tests.databases import as_url, private_cluster, throwaway_database
 from tests.queue_helpers import budget, mention, opened
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -113,3 +113,26 @@ def test_the_command_copies_and_says_what(tmp_path: Path, target: str) -> None:
     with redirect_stdout(out), redirect_stderr(err):
         assert main(["migrate", "--from", str(tmp_path / "none.db"), "--to", url]) == 2
         assert main(["migrate", "--store", str(path), "--to", url]) == 2
+
+
+def test_the_command_reads_the_password_from_a_file_and_never_prints_it(
+        tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    with SqliteStore(path) as source:
+        fill(source)
+    secret = "s3cret-for-the-copy"
+    with private_cluster(password=secret) as cluster:
+        url, _ = as_url(make_conninfo(cluster.conninfo, dbname="postgres"))
+        (tmp_path / "pg-password").write_text(secret + "\n")
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            refused = main(["migrate", "--from", str(path), "--to", url])
+            missing = main(["migrate", "--from", str(path), "--to", url,
+                            "--password-file", str(tmp_path / "nowhere")])
+            copied = main(["migrate", "--from", str(path), "--to", url,
+                           "--password-file", str(tmp_path / "pg-password")])
+    assert refused == 1 and "password" in err.getvalue()  # the server asked for one
+    assert missing == 2 and f"--password-file: No such file or directory: {tmp_path}" in (
+        err.getvalue())
+    assert copied == 0 and "19 row(s) copied and verified" in out.getvalue()
+    assert secret not in out.getvalue() + err.getvalue()

@@ -157,7 +157,10 @@ def test_one_leader_at_a_time_and_a_dead_one_is_replaced(pg: PostgresStore,
         # The leader's host dies: the server ends its session, and the lock with it.
         with psycopg.connect(conninfo, autocommit=True) as admin:
             pids = [pid for (pid,) in admin.execute(
-                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = %s",
+                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = %s"
+                # Advisory locks are per database; other tests' pollers hold theirs.
+                " AND database = (SELECT oid FROM pg_database"
+                "                  WHERE datname = current_database())",
                 (pg_lock_objid("poller"),))]
             assert len(pids) == 1
             admin.execute("SELECT pg_terminate_backend(%s)", (pids[0],))

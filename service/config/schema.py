@@ -123,7 +123,9 @@ class ServerConfig:
 class StoreConfig:
     path: str = key("str",
         "The SQLite file: the embedded store, for one host. Relative to the config file's "
-        "directory; `Config.store.path` is always absolute. See docs/STORAGE.md.",
+        "directory; `Config.store.path` is always absolute. Its directory also holds the "
+        "checkout cache and the engine's homes, with `url` too (then the file is unused). "
+        "See docs/STORAGE.md.",
         "state.db")
     url: str | None = key("str?",
         "A PostgreSQL database instead of the file, for several hosts: "

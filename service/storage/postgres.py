@@ -234,6 +234,9 @@ class PostgresStore:
         self._state = _State()
         self._closed = False
         try:
+            # One connection first, outside the pool: a wrong password, database or host
+            # fails here at once with the server's own words, not after the pool's 30 s.
+            psycopg.connect(url, **kwargs, connect_timeout=10).close()
             self._pool.open(wait=True, timeout=30)
             self._migrate(migrations)
         except BaseException:

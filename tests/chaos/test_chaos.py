@@ -5,9 +5,9 @@ The real processes: ``python -m service serve`` against ``python -m tests.chaos.
 (the standalone simulator) and the fake ``claude`` with random durations and token
 counts (``tests/chaos/claude_chaos.py``). One host on the SQLite file; two hosts (two
 ``serve`` processes, own configs and ports) on one PostgreSQL database, webhooks sent to
-either at random and either killed. About a minute each; the larger run is
-``python -m tests.bench.bench_chaos``. On failure the message holds the seed (rerun it
-with ``ChaosSettings(seed=…)``) and the classification.
+either at random, either killed, and the database server restarted under them. About a
+minute each; the larger run is ``python -m tests.bench.bench_chaos``. On failure the
+message holds the seed (rerun it with ``ChaosSettings(seed=…)``) and the classification.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from psycopg.conninfo import make_conninfo
 
 from tests.chaos.driver import ChaosResult, ChaosSettings, describe, run_chaos
 from tests.chaos.rig import RigSettings
-from tests.databases import as_url, private_cluster, throwaway_database
+from tests.databases import as_url, private_cluster
 
 
 def assert_nothing_lost_twice_or_breached(result: ChaosResult, triggers: int) -> None:
@@ -55,29 +55,21 @@ def test_nothing_lost_nothing_twice_no_window_breached_under_sigkill(tmp_path: P
 
 
 @pytest.mark.slow
-def test_two_hosts_on_postgresql_under_sigkill(tmp_path: Path) -> None:
-    with throwaway_database() as conninfo:
-        url, password = as_url(conninfo)
-        result = run_chaos(tmp_path / "chaos", ChaosSettings(
-            triggers=40, rig=RigSettings(hosts=2, store_url=url, store_password=password)))
-    assert_nothing_lost_twice_or_breached(result, 40)
-    # The first kill took the poller's leader: the other host's standby took over.
-    assert result.poller_leaders == {0, 1}, describe(result)
-    assert result.poller_takeovers >= 1, describe(result)
-
-
-@pytest.mark.slow
-def test_a_database_restart_mid_run_loses_nothing_and_charges_nothing_twice(
-        tmp_path: Path) -> None:
-    # A server of the test's own, so that restarting it disturbs no other test.
+def test_two_hosts_on_postgresql_under_sigkill_and_a_database_restart(tmp_path: Path) -> None:
+    """Two ``serve`` processes on one database (a server of the test's own, so that
+    restarting it disturbs no other test): either killed at random, webhooks to either,
+    and the database server itself restarted twice under them."""
     with private_cluster() as cluster:
         with psycopg.connect(cluster.conninfo, autocommit=True) as admin:
             admin.execute("CREATE DATABASE chaos TEMPLATE template0 ENCODING 'UTF8'")
         url, password = as_url(make_conninfo(cluster.conninfo, dbname="chaos"))
         result = run_chaos(tmp_path / "chaos", ChaosSettings(
-            triggers=30, database_restarts=(5.0, 13.0), restart_database=cluster.restart,
-            rig=RigSettings(repos=6, store_url=url, store_password=password)))
-    assert_nothing_lost_twice_or_breached(result, 30)
+            triggers=40, database_restarts=(6.0, 14.0), restart_database=cluster.restart,
+            rig=RigSettings(hosts=2, store_url=url, store_password=password)))
+    assert_nothing_lost_twice_or_breached(result, 40)
     assert result.database_restarts == 2, describe(result)
     # Nothing crashed for want of its database: every exit was a kill.
     assert result.crashes == [], describe(result)
+    # The first kill took the poller's leader: the other host's standby took over.
+    assert result.poller_leaders == {0, 1}, describe(result)
+    assert result.poller_takeovers >= 1, describe(result)
