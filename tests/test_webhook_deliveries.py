@@ -13,12 +13,14 @@ from pathlib import Path
 import pytest
 
 from service.config import TriggersConfig
-from service.storage import SqliteStore
+from service.storage import Database, SqliteStore
 from service.storage.agent_comments import AgentComments
+from service.storage.postgres import PostgresStore
 from service.storage.queue import ReviewQueue
 from service.triggers import TriggerContext
 from service.webhook.deliveries import ON_LOOP_BYTES, DeliveryLog, Received, Result
 from tests import payloads as p
+from tests.databases import throwaway_database
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
@@ -29,7 +31,7 @@ def store(tmp_path: Path) -> Iterator[SqliteStore]:
         yield opened
 
 
-def deliveries_log(store: SqliteStore) -> DeliveryLog:
+def deliveries_log(store: Database) -> DeliveryLog:
     context = TriggerContext(TriggersConfig(), 4242, "review-agent", AgentComments(store))
     return DeliveryLog(store, ReviewQueue(store), lambda: context)
 
@@ -139,3 +141,13 @@ def test_a_batch_with_nothing_to_write_takes_no_transaction(store: SqliteStore) 
     [outcome] = staged.committed()
     assert isinstance(outcome, Result) and outcome.status == 400
     holder.rollback()
+
+
+def test_on_a_database_server_a_batch_is_never_written_on_the_loop() -> None:
+    # Each statement would hold the event loop for a round trip: the batch is left to the
+    # blocking path, which writes and commits it on a worker thread.
+    with throwaway_database() as conninfo, PostgresStore(conninfo) as store:
+        log = deliveries_log(store)
+        assert log.stage([opened_pr(1, "d-1")]) is None
+        [result] = log.receive_batch([opened_pr(1, "d-1")])
+        assert isinstance(result, Result) and result.outcome == "enqueued"

@@ -96,6 +96,14 @@ class Database(Protocol):
         ...
 
     @property
+    def in_process(self) -> bool:
+        """True when a statement runs inside this process (the file), so that a short
+        write made on the event loop costs microseconds; False for a server, where every
+        statement is a round trip the loop would be held for (``try_begin``'s callers then
+        write on a worker thread instead)."""
+        ...
+
+    @property
     def skip_locked(self) -> str:
         """The clause that ends a ``SELECT`` whose rows this transaction takes: it locks
         them, and skips rows another transaction holds (``FOR UPDATE SKIP LOCKED``, or

@@ -107,6 +107,10 @@ class _Transaction:
         return cursor
 
 
+_BEGIN_EXCLUSIVE: Final = f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK:d})"
+_BEGIN_SHARED: Final = f"BEGIN; SELECT pg_advisory_xact_lock_shared({WRITE_LOCK:d})"
+
+
 def _named(name: str) -> int:
     return NAMED_LOCK + zlib.crc32(name.encode())
 
@@ -286,10 +290,10 @@ class PostgresStore:
             raise NestedTransactionError(
                 "transaction() inside read(): finish the read before writing")
         with self._pool.connection() as conn:
-            conn.execute("BEGIN")
             try:
-                conn.execute("SELECT pg_advisory_xact_lock_shared(%s)" if concurrent
-                             else "SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                # One round trip for both (a query without parameters may hold several
+                # statements): on a busy server each round trip is time every claim waits.
+                conn.execute(_BEGIN_SHARED if concurrent else _BEGIN_EXCLUSIVE)
                 tx = _Transaction(conn)
                 state.joined = tx
                 try:
@@ -349,6 +353,11 @@ class PostgresStore:
     def leadership(self, role: str) -> _Leadership:
         """The election for ``role``, by a session advisory lock named for it."""
         return _Leadership(self._url, self._kwargs, LEADER_LOCK + zlib.crc32(role.encode()))
+
+    @property
+    def in_process(self) -> bool:
+        """False: every statement is a round trip to the server."""
+        return False
 
     @property
     def skip_locked(self) -> str:

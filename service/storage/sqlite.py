@@ -328,6 +328,11 @@ class SqliteStore:
         return _OneHost()
 
     @property
+    def in_process(self) -> bool:
+        """True: SQLite runs in this process."""
+        return True
+
+    @property
     def skip_locked(self) -> str:
         """Nothing: with one writer at a time no row is ever locked by another."""
         return ""

@@ -265,8 +265,12 @@ class DeliveryLog:
         Never blocks: None (nothing done) when another connection holds the write lock, and
         also when writing failed, so that ``receive_batch`` writes the batch instead and, if
         one delivery is at fault, fails only that one. A batch with a body over
-        ``ON_LOOP_BYTES`` goes that way too: parsing it would hold up the loop.
+        ``ON_LOOP_BYTES`` goes that way too: parsing it would hold up the loop; and so does
+        every batch on a database server (``Database.in_process`` false), where each
+        statement would hold the loop for a round trip.
         """
+        if not self._store.in_process:
+            return None
         if any(len(received.body) > ON_LOOP_BYTES for received in batch):
             return None
         parsed = _Parsed(batch)

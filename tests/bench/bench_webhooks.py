@@ -2,6 +2,7 @@
 
     python -m tests.bench.bench_webhooks [--requests 4000] [--rounds 8]
                                          [--concurrency 1 16 64]
+                                         [--backends sqlite postgres] [--replicas 1 2]
 
 A child process serves the receiver exactly as ``pr-review-agent serve --role web`` builds
 it (``create_app`` with a real SQLite file in WAL mode with synchronous=FULL, JSON log lines
@@ -21,12 +22,19 @@ server process's CPU time per request (Linux ``/proc``), and the webhook/bare th
 ratio as the median of the rounds' ratios with their range; the run ends by checking that the
 store holds exactly one delivery and one queue row for every webhook request sent (exit 1
 if not). The last line is the same figures as JSON.
+
+With ``--backends`` the comparison runs once per backend and replica count: the store is
+the SQLite file, or a throwaway PostgreSQL database on the local server (as the tests make
+one), and with ``--replicas 2`` two such servers share it, each connection of the load
+going to one of them in turn (any replica takes any delivery). A last table puts each
+PostgreSQL figure beside SQLite's on one host.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -38,13 +46,15 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 from fastapi.responses import Response
 
 SECRET = "bench-webhook-secret"
+#: How a server child is started (a probe may run the same module wrapped).
+SERVER_ARGV = ["-m", "tests.bench.bench_webhooks"]
 APP_ID = 424242
 HOST = "127.0.0.1"
 
@@ -57,19 +67,21 @@ async def bare() -> Response:
     return Response(status_code=202)
 
 
-def write_config(directory: Path, port: int) -> Path:
+def write_config(directory: Path, port: int, store_url: str | None = None) -> Path:
     from tests.simulator.harness import app_key_pair
 
-    (directory / "app.pem").write_text(app_key_pair()[0])
+    if not (directory / "app.pem").exists():
+        (directory / "app.pem").write_text(app_key_pair()[0])
     (directory / "webhook.secret").write_text(SECRET)
-    config = directory / "config.yaml"
+    store = "{path: bench.db}" if store_url is None else f'{{url: "{store_url}"}}'
+    config = directory / f"config-{port}.yaml"
     config.write_text(
         "github:\n"
         f"  app_id: {APP_ID}\n"
         "  private_key_file: app.pem\n"
         "  webhook_secret_file: webhook.secret\n"
         f"server: {{host: {HOST}, port: {port}}}\n"
-        "store: {path: bench.db}\n"
+        f"store: {store}\n"
         "triggers: {}\n"
         "budget: {session_tokens: 1000000, weekly_tokens: 10000000, max_run_tokens: 50000}\n"
     )
@@ -84,8 +96,8 @@ def serve(config_path: Path, port: int) -> None:
     from service.daemon import listen
     from service.health import Health
     from service.logs import configure_logging
-    from service.storage import SqliteStore
     from service.storage.agent_comments import AgentComments
+    from service.storage.open import open_store
     from service.storage.queue import ReviewQueue
     from service.triggers import TriggerContext
     from service.web import create_app
@@ -93,7 +105,7 @@ def serve(config_path: Path, port: int) -> None:
     config = load_config(config_path, {})
     log_file = (config_path.parent / "server.log").open("w", encoding="utf-8")
     configure_logging("json", stream=log_file)
-    store = SqliteStore(config.store.path)
+    store = open_store(config.store)
     context = TriggerContext(config.triggers, APP_ID, "review-agent", AgentComments(store))
     app = create_app(
         config=config, store=store, queue=ReviewQueue(store),
@@ -162,13 +174,14 @@ async def read_response(reader: asyncio.StreamReader) -> int:
     return status
 
 
-async def load(port: int, requests: list[bytes], concurrency: int,
+async def load(ports: list[int], requests: list[bytes], concurrency: int,
                expect: set[int]) -> tuple[float, list[float]]:
-    """Send ``requests`` over ``concurrency`` connections; (seconds, latencies in s)."""
+    """Send ``requests`` over ``concurrency`` connections, spread over the servers at
+    ``ports`` in turn; (seconds, latencies in s)."""
     pending: Iterator[bytes] = iter(requests)
     latencies: list[float] = []
 
-    async def connection() -> None:
+    async def connection(port: int) -> None:
         reader, writer = await asyncio.open_connection(HOST, port)
         try:
             for raw in pending:
@@ -183,7 +196,7 @@ async def load(port: int, requests: list[bytes], concurrency: int,
             await writer.wait_closed()
 
     started = time.perf_counter()
-    await asyncio.gather(*(connection() for _ in range(concurrency)))
+    await asyncio.gather(*(connection(ports[i % len(ports)]) for i in range(concurrency)))
     return time.perf_counter() - started, latencies
 
 
@@ -225,6 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=8,
                         help="alternating bare/webhook rounds per level")
     parser.add_argument("--warmup", type=int, default=300)
+    parser.add_argument("--backends", nargs="+", default=["sqlite"],
+                        choices=["sqlite", "postgres"])
+    parser.add_argument("--replicas", type=int, nargs="+", default=[1])
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -232,27 +248,85 @@ def main(argv: list[str] | None = None) -> int:
         serve(args.serve, args.port)
         return 0
     logging.basicConfig(level=logging.WARNING)
-    with tempfile.TemporaryDirectory() as tmp:
+    failed = 0
+    summary: list[dict[str, object]] = []
+    for backend in args.backends:
+        for replicas in args.replicas:
+            if backend == "sqlite" and replicas > 1:
+                continue  # one host's file: replicas are PostgreSQL's
+            print(f"\n== {backend}, {replicas} replica(s)")
+            code, results = run_setup(args, backend, replicas)
+            failed |= code
+            summary += [{"backend": backend, "replicas": replicas, **r} for r in results]
+    if len(summary) > len(args.concurrency):
+        print_summary(summary)
+    print(json.dumps(summary))
+    return failed
+
+
+def run_setup(args: argparse.Namespace, backend: str, replicas: int
+              ) -> tuple[int, list[dict[str, float]]]:
+    """One backend and replica count: start the servers, compare, check the store."""
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         directory = Path(tmp)
-        port = free_port()
-        config = write_config(directory, port)
-        child = subprocess.Popen(
-            [sys.executable, "-m", "tests.bench.bench_webhooks", "--serve", str(config),
-             "--port", str(port)], cwd=Path(__file__).resolve().parents[2])
+        url = None
+        if backend == "postgres":
+            from tests.databases import as_url, throwaway_database
+            url, _ = as_url(stack.enter_context(throwaway_database()))
+        ports = [free_port() for _ in range(replicas)]
+        children = []
         try:
-            wait_ready(port, child)
-            return asyncio.run(compare(port, args, directory, child.pid))
+            for port in ports:
+                config = write_config(directory, port, url)
+                children.append(subprocess.Popen(
+                    [sys.executable, *SERVER_ARGV, "--serve",
+                     str(config), "--port", str(port)],
+                    cwd=Path(__file__).resolve().parents[2]))
+                wait_ready(port, children[-1])
+            return asyncio.run(compare(ports, args, [c.pid for c in children],
+                                       lambda: stored_counts(directory, url)))
         finally:
-            child.terminate()
-            child.wait(timeout=30)
+            for child in children:
+                child.terminate()
+                child.wait(timeout=30)
 
 
-async def compare(port: int, args: argparse.Namespace, directory: Path, pid: int) -> int:
+def stored_counts(directory: Path, url: str | None) -> tuple[int, int]:
+    """(deliveries, queue rows) in the store."""
+    if url is None:
+        db = sqlite3.connect(directory / "bench.db")
+        try:
+            return (db.execute("SELECT COUNT(*) FROM deliveries").fetchone()[0],
+                    db.execute("SELECT COUNT(*) FROM queue").fetchone()[0])
+        finally:
+            db.close()
+    import psycopg
+    with psycopg.connect(url) as pg:
+        deliveries = pg.execute("SELECT COUNT(*) FROM deliveries").fetchone()
+        queued = pg.execute("SELECT COUNT(*) FROM queue").fetchone()
+    return int(deliveries[0]), int(queued[0])  # type: ignore[index]
+
+
+def print_summary(summary: list[dict[str, object]]) -> None:
+    """Each setup's webhook throughput and p99 beside SQLite's on one host."""
+    base = {r["concurrency"]: r for r in summary if r["backend"] == "sqlite"}
+    print("\nwebhook route, side by side (vs: throughput / SQLite's at the same concurrency)")
+    print(f"{'backend':>9} {'replicas':>8} {'conc':>4} {'req/s':>8} {'p99':>7} {'vs':>6}")
+    for r in summary:
+        ref = base.get(r["concurrency"])
+        vs = (f"{float(r['webhook_rps']) / float(ref['webhook_rps']):6.0%}"  # type: ignore[arg-type]
+              if ref is not None else "")
+        print(f"{r['backend']:>9} {r['replicas']:>8} {r['concurrency']:>4} "
+              f"{float(r['webhook_rps']):>8.0f} {float(r['webhook_p99_ms']):>7.2f} {vs:>6}")  # type: ignore[arg-type]
+
+
+async def compare(ports: list[int], args: argparse.Namespace, pids: list[int],
+                  counts: Callable[[], tuple[int, int]]) -> tuple[int, list[dict[str, float]]]:
     sent = 0
     warm = deliveries(args.warmup, 0)
     sent += len(warm)
-    await load(port, warm, 8, {202})
-    await load(port, [to_bare(raw) for raw in warm], 8, {202})
+    await load(ports, warm, 8, {202})
+    await load(ports, [to_bare(raw) for raw in warm], 8, {202})
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; {args.requests} requests "
           f"per route and level in {args.rounds} alternating rounds; latency in ms")
     print(f"{'conc':>4} {'route':>8} {'req/s':>8} {'p50':>7} {'p99':>7} {'cpu/req':>8} "
@@ -269,9 +343,9 @@ async def compare(port: int, args: argparse.Namespace, directory: Path, pid: int
             hooks = deliveries(per_round, sent)
             sent += len(hooks)
             for route, batch in (("bare", [to_bare(raw) for raw in hooks]), ("webhook", hooks)):
-                before = cpu_seconds(pid)
-                seconds, took = await load(port, batch, concurrency, {202})
-                cpu[route] += cpu_seconds(pid) - before
+                before = sum(cpu_seconds(pid) for pid in pids)
+                seconds, took = await load(ports, batch, concurrency, {202})
+                cpu[route] += sum(cpu_seconds(pid) for pid in pids) - before
                 rates[route].append(len(batch) / seconds)
                 latencies[route] += took
         ratios = [w / b for w, b in zip(rates["webhook"], rates["bare"], strict=True)]
@@ -291,15 +365,9 @@ async def compare(port: int, args: argparse.Namespace, directory: Path, pid: int
                             f"{route}_{name}": value for route in row
                             for name, value in zip(("rps", "p50_ms", "p99_ms", "cpu_ms"),
                                                    row[route], strict=True)}})
-    db = sqlite3.connect(directory / "bench.db")
-    try:
-        recorded = db.execute("SELECT COUNT(*) FROM deliveries").fetchone()[0]
-        queued = db.execute("SELECT COUNT(*) FROM queue").fetchone()[0]
-    finally:
-        db.close()
+    recorded, queued = counts()
     print(f"store: {recorded} deliveries and {queued} queue rows for {sent} webhooks sent")
-    print(json.dumps(results))
-    return 0 if recorded == queued == sent else 1
+    return (0 if recorded == queued == sent else 1), results
 
 
 def to_bare(raw: bytes) -> bytes:
