@@ -853,6 +853,9 @@ def test_the_store_is_the_sqlite_file_unless_a_postgresql_url_is_given(
     assert store.url == "postgresql://reviewer@db.internal:5432/reviews?sslmode=require"
     assert store.password is not None and store.password.reveal() == "s3cret"
     assert "s3cret" not in repr(store)
+    # Beside a URL, the path names the directory for the checkout cache and engine homes.
+    data["store"]["path"] = "/var/lib/agent/state.db"
+    assert parse_config(data, {}, secrets_dir).store.path == "/var/lib/agent/state.db"
 
 
 @pytest.mark.parametrize(("store", "problem"), [
@@ -860,8 +863,6 @@ def test_the_store_is_the_sqlite_file_unless_a_postgresql_url_is_given(
     ({"url": "postgresql://reviewer:hunter2@db/reviews"},
      "store.url: must not hold a password: put it in store.password_file, or give it to libpq "
      "as PGPASSWORD or in ~/.pgpass"),
-    ({"url": "postgresql://db/reviews", "path": "other.db"},
-     "store.path: is the SQLite file; with store.url set, leave it out"),
     ({"password_file": "pg-password"},
      "store.password_file: is for store.url; the SQLite file needs none"),
 ])

@@ -203,3 +203,67 @@ def test_no_deployment_keeps_a_secret_where_the_engine_may_read() -> None:
                  data, Path(mounts["config"]) / "config.yaml",
                  Path(mounts["github"]) / "private-key.pem", Path("/etc/pr-review-agent.env")):
         assert tree_holding(str(path), trees) is None, path
+
+
+def k8s_postgres() -> dict[str, dict[str, Any]]:
+    docs = yaml.safe_load_all(
+        (DEPLOY / "kubernetes" / "pr-review-agent-postgres.yaml").read_text())
+    return {d["kind"]: d for d in docs}
+
+
+def test_kubernetes_on_postgresql_rolls_three_replicas_with_a_disruption_budget() -> None:
+    docs = k8s_postgres()
+    deployment = docs["Deployment"]["spec"]
+    assert deployment["replicas"] == 3
+    assert deployment["strategy"] == {"type": "RollingUpdate",
+                                      "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
+    labels = deployment["template"]["metadata"]["labels"]
+    pdb = docs["PodDisruptionBudget"]["spec"]
+    assert pdb["selector"]["matchLabels"] == labels == deployment["selector"]["matchLabels"]
+    assert 1 <= pdb["minAvailable"] < deployment["replicas"]
+    pod = deployment["template"]["spec"]
+    container = pod["containers"][0]
+    # Ready on /healthz (a replica whose database is down leaves the Service); alive on the
+    # socket (restarting every pod would not bring a database back).
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["livenessProbe"]["tcpSocket"]["port"] == container["ports"][0]["name"]
+    args = build_parser().parse_args(container["args"])
+    assert args.command == "serve" and args.role == "all"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert "persistentVolumeClaim" not in volumes["data"]  # nothing durable on the pod
+    assert volumes["postgres"]["secret"]["defaultMode"] == 0o400
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert docs["Service"]["spec"]["selector"] == labels
+
+
+def test_the_kubernetes_postgresql_config_loads_with_its_password_from_the_secret(
+        secrets: Path) -> None:
+    docs = k8s_postgres()
+    config = yaml.safe_load(docs["ConfigMap"]["data"]["config.yaml"])
+    container = docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert str(Path(config["store"]["password_file"]).parent) == mounts["postgres"]
+    assert config["store"]["path"].startswith(mounts["data"] + "/")  # the checkout cache
+    (secrets / "pg").write_text("pw")
+    config["github"]["private_key_file"] = str(secrets / "app.pem")
+    config["github"]["webhook_secret_file"] = str(secrets / "hook")
+    config["store"]["password_file"] = str(secrets / "pg")
+    parsed = parse_config(config, {}, secrets)
+    assert parsed.store.url is not None and parsed.store.url.startswith("postgresql://")
+    assert parsed.store.password is not None and parsed.store.password.reveal() == "pw"
+
+
+def test_compose_has_a_postgres_profile_that_leaves_the_default_alone() -> None:
+    document = compose()
+    agent, postgres = document["services"]["pr-review-agent"], document["services"]["postgres"]
+    assert "profiles" not in agent  # `docker compose up` is still the one SQLite host
+    assert postgres["profiles"] == ["postgres"]
+    assert postgres["image"].startswith("postgres:15")
+    assert "pg_isready" in postgres["healthcheck"]["test"]
+    assert "ports" not in postgres  # reached by the agent on the network only
+    # Its password is a file (a secret), never a value in the file or the environment.
+    assert postgres["environment"]["POSTGRES_PASSWORD_FILE"] == "/run/secrets/postgres-password"
+    assert "POSTGRES_PASSWORD" not in postgres["environment"]
+    assert document["secrets"]["postgres-password"]["file"] == "./postgres-password"
+    assert "deploy/postgres-password" in (ROOT / ".gitignore").read_text().splitlines()
+    assert any(v.startswith("postgres-data:") for v in postgres["volumes"])

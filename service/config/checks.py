@@ -85,8 +85,9 @@ def store_url_problem(url: str) -> str | None:
 
 
 def _store(values: Mapping[str, Any], problem: Problem) -> None:
-    if values["url"] is not None and values["path"] != "state.db":
-        problem("path", "is the SQLite file; with store.url set, leave it out")
+    # ``path`` may stand beside ``url``: the file is then unused, but its directory is where
+    # the checkout cache and the engine's homes go (a read-only config directory, as in a
+    # Kubernetes ConfigMap, cannot hold them).
     if values["password"] is not None and values["url"] is None:
         problem("password_file", "is for store.url; the SQLite file needs none")
 
