@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from service.config import StoreConfig
 from service.health import Health
@@ -19,12 +19,13 @@ from service.storage import NestedTransactionError, is_contention
 from service.storage.open import open_store, store_label
 from service.storage.postgres import (
     PG_HEAD_VERSION,
+    START_WAIT,
     WRITE_LOCK,
     PostgresStore,
     translate_placeholders,
 )
 from service.storage.queue import Claim, ReviewQueue
-from tests.databases import throwaway_database
+from tests.databases import private_cluster, throwaway_database
 from tests.queue_helpers import T0, mention, opened
 
 
@@ -297,3 +298,29 @@ def test_named_locks_are_held_until_the_transaction_ends(conninfo: str) -> None:
                 assert host_b.try_lock(other, "pull:o/r#1") is True
         with host_b.transaction(concurrent=True) as other:
             assert host_b.try_lock(other, "budget") is True
+
+
+def test_a_start_waits_for_a_server_that_is_not_up_yet_but_not_for_a_wrong_password() -> None:
+    with private_cluster(password="right") as cluster:
+        good = make_conninfo(cluster.conninfo, password="right")
+        began = time.monotonic()
+        with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+            PostgresStore(make_conninfo(cluster.conninfo, password="wrong"))
+        assert time.monotonic() - began < START_WAIT  # refused at once: nothing to wait for
+        cluster.stop()
+        opened: list[PostgresStore | BaseException] = []
+
+        def start() -> None:
+            try:
+                opened.append(PostgresStore(good))
+            except BaseException as exc:  # pragma: no cover - the failure reported below
+                opened.append(exc)
+
+        starting = threading.Thread(target=start)
+        starting.start()  # the server is down: the store waits for it
+        cluster.start()
+        starting.join(START_WAIT + 30)
+        [store] = opened
+        assert isinstance(store, PostgresStore), store
+        with store:
+            assert store.version == PG_HEAD_VERSION

@@ -28,6 +28,7 @@ import functools
 import itertools
 import re
 import threading
+import time
 import zlib
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -41,8 +42,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from service.storage.errors import MigrationError, NestedTransactionError, StoreClosedError
 from service.storage.pg_schema import PG_MIGRATIONS
 
-__all__ = ["LEADER_LOCK", "NAMED_LOCK", "PG_HEAD_VERSION", "WRITE_LOCK", "PostgresStore",
-           "translate_placeholders"]
+__all__ = ["LEADER_LOCK", "NAMED_LOCK", "PG_HEAD_VERSION", "START_WAIT", "WRITE_LOCK",
+           "PostgresStore", "translate_placeholders"]
 
 T = TypeVar("T")
 
@@ -113,6 +114,28 @@ _BEGIN_SHARED: Final = f"BEGIN; SELECT pg_advisory_xact_lock_shared({WRITE_LOCK:
 
 def _named(name: str) -> int:
     return NAMED_LOCK + zlib.crc32(name.encode())
+
+
+#: What libpq says when the settings, not the moment, are wrong: waiting will not help.
+_PERMANENT: Final = ("authentication failed", "password", "does not exist",
+                     "no pg_hba.conf entry", "invalid", "certificate")
+START_WAIT: Final = 30.0
+
+
+def _first_connection(url: str, kwargs: dict[str, Any]) -> None:
+    """One connection before the pool opens. A server that is not up yet (starting, failing
+    over, its socket not there) is waited for, up to ``START_WAIT`` seconds, as a replica
+    started in the middle of a failover should; a wrong password, database or host name
+    fails at once, in the server's own words, instead of after the pool's 30 s."""
+    deadline = time.monotonic() + START_WAIT
+    while True:
+        try:
+            psycopg.connect(url, **kwargs, connect_timeout=10).close()
+            return
+        except psycopg.OperationalError as exc:
+            if any(word in str(exc) for word in _PERMANENT) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
 
 
 class _State(threading.local):
@@ -238,9 +261,7 @@ class PostgresStore:
         self._state = _State()
         self._closed = False
         try:
-            # One connection first, outside the pool: a wrong password, database or host
-            # fails here at once with the server's own words, not after the pool's 30 s.
-            psycopg.connect(url, **kwargs, connect_timeout=10).close()
+            _first_connection(url, kwargs)
             self._pool.open(wait=True, timeout=30)
             self._migrate(migrations)
         except BaseException:
