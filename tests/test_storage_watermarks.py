@@ -10,10 +10,13 @@ from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from service.storage import Database, SqliteStore, from_db_time, to_db_time, watermark_key
+from service.storage.postgres import PostgresStore
 from service.storage.watermarks import Watermarks
+from tests.databases import throwaway_database
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 KEY = "comments:o/r"
@@ -174,7 +177,7 @@ def offered_times(seed: int, n: int, ceiling: int) -> list[int]:
     return [*values, 0]
 
 
-def advance_many(store: SqliteStore, offsets: list[int]) -> list[str]:
+def advance_many(store: Database, offsets: list[int]) -> list[str]:
     """Advance KEY through ``offsets``; return what was in force after each, checking order."""
     seen: list[str] = []
     previous = None
@@ -279,3 +282,45 @@ def test_processes_never_move_a_watermark_backwards(tmp_path: Path) -> None:
     with SqliteStore(path) as store:
         assert Watermarks(store).get(KEY) == top
     assert max(from_db_time(s) for seen in results for s in seen) == top
+
+
+def _host_writer(conninfo: str, offsets: list[int]) -> list[str]:
+    """Run in a spawned process: a "host" of its own, with its own pool on the database."""
+    with PostgresStore(conninfo) as store:
+        return advance_many(store, offsets)
+
+
+def test_hosts_on_postgresql_never_move_a_watermark_backwards() -> None:
+    with throwaway_database() as conninfo:
+        PostgresStore(conninfo).close()  # migrated before the writers race
+        plans = [offered_times(200 + seed, 40, 10_000) for seed in range(4)]
+        backwards: list[tuple[str, str]] = []
+        stop = threading.Event()
+
+        def watch_server() -> None:
+            with psycopg.connect(conninfo, autocommit=True) as conn:
+                last = ""
+                while not stop.is_set():
+                    row = conn.execute("SELECT at FROM watermarks WHERE name = %s",
+                                       (KEY,)).fetchone()
+                    if row is not None:
+                        if row[0] < last:
+                            backwards.append((last, row[0]))
+                        last = max(last, row[0])
+
+        watcher = threading.Thread(target=watch_server)
+        watcher.start()
+        try:
+            with ProcessPoolExecutor(
+                max_workers=len(plans), mp_context=multiprocessing.get_context("spawn")
+            ) as pool:
+                results = list(pool.map(_host_writer, [conninfo] * len(plans), plans))
+        finally:
+            stop.set()
+            watcher.join()
+        with PostgresStore(conninfo) as store:
+            stored = Watermarks(store).get(KEY)
+    assert backwards == []
+    for plan, seen in zip(plans, results, strict=True):
+        assert len(seen) == len(plan) and seen == sorted(seen)
+    assert stored == T0 + timedelta(seconds=max(max(p) for p in plans))
