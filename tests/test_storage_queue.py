@@ -132,6 +132,24 @@ def test_refused_candidate_is_left_exactly_as_it_was(queue: ReviewQueue) -> None
     assert queue.get("pr_opened:o/r:1:" + "a" * 40) == before
 
 
+def test_the_walk_reaches_a_candidate_behind_many_refused_ones(queue: ReviewQueue) -> None:
+    # More refused rows than a page of the walk on a server, several sharing one instant:
+    # the walk still offers every row once, in FIFO order, and finds the mention at the end.
+    jobs = [(opened(n), T0 + timedelta(seconds=n // 3)) for n in range(1, 80)]
+    queue.enqueue_many([*jobs, (mention(500, 9), T0 + timedelta(minutes=5))])
+    seen: list[str] = []
+
+    def only_mentions(conn: object, claim: Claim, now: datetime) -> bool:
+        seen.append(claim.dedupe_key)
+        return claim.kind == "mention"
+
+    c = queue.claim(now=T0 + timedelta(minutes=6), owner="w", admit=only_mentions)
+    assert c is not None and c.dedupe_key == "mention:o/r:500:9"
+    expected = sorted(jobs, key=lambda j: (j[1], f"pr_opened:o/r:{j[0].pr_number}:"))
+    assert seen == [f"pr_opened:o/r:{job.pr_number}:{'a' * 40}" for job, _ in expected] + [
+        "mention:o/r:500:9"]
+
+
 def test_admit_hook_writes_commit_with_the_lease(store: SqliteStore, queue: ReviewQueue) -> None:
     queue.enqueue(mention(1, 1), now=T0)
 

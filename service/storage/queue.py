@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final, cast
@@ -152,6 +152,15 @@ SELECT {_COLUMNS} FROM queue
            AND other.status = '{CLAIMED}' AND other.leased_until > :now)
  ORDER BY enqueued_at, dedupe_key
 """
+
+# The same walk a page at a time, after the row ``(:after_at, :after_key)``: on a database
+# server a statement's rows all come to the client at once, and a backlog of thousands
+# would be fetched whole for every claim, which almost always takes the first.
+_CLAIMABLE_PAGE = CLAIMABLE_SQL.replace(
+    " ORDER BY enqueued_at, dedupe_key",
+    "   AND (enqueued_at > :after_at OR (enqueued_at = :after_at AND dedupe_key > :after_key))"
+    " ORDER BY enqueued_at, dedupe_key LIMIT :page")
+_PAGE: Final = 32
 
 # One candidate, still claimable, locked for this transaction (or skipped when another
 # claim holds it).
@@ -516,8 +525,7 @@ class ReviewQueue:
                             extra={"dedupe_key": key, "attempt": attempts})
             if lapsed is not None and (abandoned or recovered):
                 lapsed(conn, [*abandoned, *(key for key, _ in recovered)], now)
-            for values in conn.execute(CLAIMABLE_SQL, params):
-                row = _row(values)
+            for row in self._candidates(conn, params):
                 if not self._take(conn, row, params):
                     continue
                 candidate = Claim(dedupe_key=row.dedupe_key, job=row.job,
@@ -537,6 +545,24 @@ class ReviewQueue:
                     raise RuntimeError(f"lease on {row.dedupe_key} vanished mid-claim")
                 return candidate
         return None
+
+    def _candidates(self, conn: Transaction, params: dict[str, object]
+                    ) -> Iterator[QueueRow]:
+        """The claimable rows in FIFO order, read as the walk needs them: lazily from the
+        file's cursor, a page at a time from a server."""
+        if self._store.in_process:
+            yield from (_row(values) for values in conn.execute(CLAIMABLE_SQL, params))
+            return
+        after_at, after_key = "", ""
+        while True:
+            page = conn.execute(_CLAIMABLE_PAGE, {**params, "after_at": after_at,
+                                                  "after_key": after_key,
+                                                  "page": _PAGE}).fetchall()
+            for values in page:
+                yield _row(values)
+            if len(page) < _PAGE:
+                return
+            after_key, after_at = str(page[-1][0]), str(page[-1][8])
 
     def _take(self, conn: Transaction, row: QueueRow, params: dict[str, object]) -> bool:
         """Lock ``row`` and its pull request for this claim, if both are free and the row
