@@ -18,7 +18,7 @@ import anyio
 import httpx
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import make_conninfo
 
 from service.cli import main
 from service.config import load_config
@@ -227,9 +227,7 @@ async def test_two_replicas_on_one_postgresql_database_record_each_delivery_once
     and each delivery and its queue row are recorded once, in the one database."""
     unreachable = free_port()
     with throwaway_database() as conninfo:
-        parts = conninfo_to_dict(conninfo)
-        store = {"url": f"postgresql:///{parts['dbname']}"
-                        f"?host={parts.get('host', '/var/run/postgresql')}"}
+        store = {"url": as_url(conninfo)[0]}
         replicas = []
         for name in ("a", "b"):
             port = free_port()

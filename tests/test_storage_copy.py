@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import make_conninfo
 
 from service.budget import Governor, Usage
 from service.cli import main
@@ -100,8 +100,7 @@ def test_the_command_copies_and_says_what(tmp_path: Path, target: str) -> None:
     path = tmp_path / "state.db"
     with SqliteStore(path) as source:
         fill(source)
-    parts = conninfo_to_dict(target)
-    url = f"postgresql:///{parts['dbname']}?host={parts.get('host', '/var/run/postgresql')}"
+    url, _ = as_url(target)
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
         assert main(["migrate", "--from", str(path), "--to", url]) == 0

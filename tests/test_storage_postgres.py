@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import make_conninfo
 
 from service.config import StoreConfig
 from service.health import Health
@@ -25,7 +25,7 @@ from service.storage.postgres import (
     translate_placeholders,
 )
 from service.storage.queue import Claim, ReviewQueue
-from tests.databases import private_cluster, throwaway_database
+from tests.databases import as_url, private_cluster, throwaway_database
 from tests.queue_helpers import T0, mention, opened
 
 
@@ -131,8 +131,7 @@ def test_the_health_check_reads_the_backends_own_version(pg: PostgresStore) -> N
 
 
 def test_the_config_chooses_the_backend(conninfo: str, tmp_path: Path) -> None:
-    parts = conninfo_to_dict(conninfo)
-    url = f"postgresql:///{parts['dbname']}?host={parts.get('host', '/var/run/postgresql')}"
+    url, _ = as_url(conninfo)
     config = StoreConfig(path=str(tmp_path / "state.db"), url=url)
     store = open_store(config)
     try:

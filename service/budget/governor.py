@@ -148,7 +148,8 @@ class Governor:
         key = (self._store.change_marker(conn), now, local)
         memo = self._memo  # one read: several threads may share this governor
         if memo is not None and memo[0] == key:
-            return key, memo[1]
+            return key, memo[1]  # read in this transaction, so under the lock already
+        self._store.lock(conn, BUDGET_LOCK)  # before the read: no stale sum is read
         view = read_view(conn, now, local, dollars=local.monthly_usd is not None)
         self._disagreements.note(view.policy, local)
         self._memo = (key, view)
@@ -167,7 +168,6 @@ class Governor:
         cap): the walk moves on. Refusals are remembered in ``refusals`` (by dedupe key)
         and ``last_refusal`` for the notice to the person who asked.
         """
-        self._store.lock(conn, BUDGET_LOCK)  # before the view: no stale sum is read
         key, view = self._view(conn, now, self._config)
         config = view.config
         if not config.enabled:

@@ -161,6 +161,7 @@ _CLAIMABLE_PAGE = CLAIMABLE_SQL.replace(
     "   AND (enqueued_at > :after_at OR (enqueued_at = :after_at AND dedupe_key > :after_key))"
     " ORDER BY enqueued_at, dedupe_key LIMIT :page")
 _PAGE: Final = 32
+_KEY_AT, _ENQUEUED_AT = 0, _COLUMNS.split(", ").index("enqueued_at")
 
 # One candidate, still claimable, locked for this transaction (or skipped when another
 # claim holds it).
@@ -562,7 +563,8 @@ class ReviewQueue:
                 yield _row(values)
             if len(page) < _PAGE:
                 return
-            after_key, after_at = str(page[-1][0]), str(page[-1][8])
+            # The last row's stored values, as the keyset compares them.
+            after_key, after_at = str(page[-1][_KEY_AT]), str(page[-1][_ENQUEUED_AT])
 
     def _take(self, conn: Transaction, row: QueueRow, params: dict[str, object]) -> bool:
         """Lock ``row`` and its pull request for this claim, if both are free and the row

@@ -31,7 +31,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -39,18 +39,17 @@ from typing import Any
 
 import psycopg
 
-from service.budget import Governor, Usage
+from service.budget import WINDOWS, Governor, Usage
 from service.config import BudgetConfig
 from service.jobs import Job
 from service.storage import Database, SqliteStore, is_contention, to_db_time
 from service.storage.ledger import WINDOW_SQL, window_params
-from service.storage.postgres import PostgresStore
+from service.storage.postgres import PostgresStore, translate_placeholders
 from service.storage.queue import ReviewQueue
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 CONFIG = BudgetConfig(enabled=True, session_tokens=10**12, weekly_tokens=10**13,
                       max_run_tokens=50_000, reviewer_share_pct=100)
-WINDOWS = (timedelta(hours=5), timedelta(days=7), timedelta(days=1))
 
 
 def percentile(values: list[float], pct: float) -> float:
@@ -102,7 +101,7 @@ def fill(store: Database, rows: int, pending: int, conninfo: str | None = None) 
 # -- the claim cycle (one worker process) ------------------------------------------------------
 
 
-def claim_worker(backend: str, target: str, index: int, claims: int,
+def claim_worker(backend: str, target: str, claims: int, index: int,
                  start: Any, out: Any) -> None:
     store = open_target(backend, target)
     queue = ReviewQueue(store)
@@ -131,37 +130,49 @@ def claim_worker(backend: str, target: str, index: int, claims: int,
     out.put((latencies, retries))
 
 
-def run_claims(backend: str, rows: int, processes: int, claims: int) -> dict[str, Any]:
+def race(processes: int, worker: Callable[..., None], *args: Any
+         ) -> tuple[list[tuple[list[float], int]], float]:
+    """``processes`` spawned ``worker(*args, index, start, out)`` released together; each
+    puts (latencies, retries). Their results, and the seconds from release to the last."""
     context = multiprocessing.get_context("spawn")
-    with tempfile.TemporaryDirectory() as tmp, backend_target(backend, Path(tmp)) as target:
-        store = open_target(backend, target)
-        fill(store, rows, processes * claims, None if backend == "sqlite" else target)
-        store.close()
-        start, out = context.Event(), context.Queue()
-        workers = [context.Process(target=claim_worker,
-                                   args=(backend, target, i, claims, start, out))
-                   for i in range(processes)]
-        for worker in workers:
-            worker.start()
-        time.sleep(2.0)  # every child has opened its store and waits on the event
-        began = time.perf_counter()
-        start.set()
-        results = [out.get(timeout=600) for _ in workers]
-        elapsed = time.perf_counter() - began
-        for worker in workers:
-            worker.join(timeout=60)
+    start, out = context.Event(), context.Queue()
+    workers = [context.Process(target=worker, args=(*args, i, start, out))
+               for i in range(processes)]
+    for each in workers:
+        each.start()
+    time.sleep(2.0)  # every child has connected and waits on the event
+    began = time.perf_counter()
+    start.set()
+    results = [out.get(timeout=600) for _ in workers]
+    elapsed = time.perf_counter() - began
+    for each in workers:
+        each.join(timeout=60)
+    return results, elapsed
+
+
+def summary(results: list[tuple[list[float], int]], elapsed: float) -> dict[str, Any]:
     latencies = [t for lats, _ in results for t in lats]
-    return {"backend": backend, "rows": rows, "processes": processes,
-            "claims": len(latencies), "claims_per_s": len(latencies) / elapsed,
+    return {"count": len(latencies), "per_s": len(latencies) / elapsed,
             "p50_ms": percentile(latencies, 50) * 1000,
             "p99_ms": percentile(latencies, 99) * 1000,
             "retries": sum(r for _, r in results)}
 
 
+def run_claims(backend: str, rows: int, processes: int, claims: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp, backend_target(backend, Path(tmp)) as target:
+        store = open_target(backend, target)
+        fill(store, rows, processes * claims, None if backend == "sqlite" else target)
+        store.close()
+        figures = summary(*race(processes, claim_worker, backend, target, claims))
+    return {"backend": backend, "rows": rows, "processes": processes,
+            "claims": figures["count"], "claims_per_s": figures["per_s"], **{
+                k: figures[k] for k in ("p50_ms", "p99_ms", "retries")}}
+
+
 # -- the admission alone: advisory lock or SERIALIZABLE ------------------------------------------
 
 
-def admission_worker(conninfo: str, variant: str, index: int, count: int,
+def admission_worker(conninfo: str, variant: str, count: int, index: int,
                      start: Any, out: Any) -> None:
     from psycopg.errors import SerializationFailure
 
@@ -180,10 +191,8 @@ def admission_worker(conninfo: str, variant: str, index: int, count: int,
                         conn.execute("BEGIN")
                         conn.execute("SELECT pg_advisory_xact_lock(42)")
                     for window in WINDOWS:
-                        params = window_params(now - window)
-                        conn.execute(WINDOW_SQL.replace(":start_hour", "%(start_hour)s")
-                                     .replace(":start", "%(start)s")
-                                     .replace(":next_hour", "%(next_hour)s"), params)
+                        conn.execute(translate_placeholders(WINDOW_SQL),
+                                     window_params(now - window.duration))
                     conn.execute(
                         "INSERT INTO ledger (dedupe_key, owner, actor_id, mode,"
                         " reserved_tokens, reserved_at) VALUES (%s, %s, 5, 'full', 50000, %s)",
@@ -198,30 +207,14 @@ def admission_worker(conninfo: str, variant: str, index: int, count: int,
 
 
 def run_admissions(variant: str, rows: int, processes: int, count: int) -> dict[str, Any]:
-    context = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory() as tmp, backend_target("postgres", Path(tmp)) as target:
         store = open_target("postgres", target)
         fill(store, rows, 0, target)
         store.close()
-        start, out = context.Event(), context.Queue()
-        workers = [context.Process(target=admission_worker,
-                                   args=(target, variant, i, count, start, out))
-                   for i in range(processes)]
-        for worker in workers:
-            worker.start()
-        time.sleep(2.0)
-        began = time.perf_counter()
-        start.set()
-        results = [out.get(timeout=600) for _ in workers]
-        elapsed = time.perf_counter() - began
-        for worker in workers:
-            worker.join(timeout=60)
-    latencies = [t for lats, _ in results for t in lats]
+        figures = summary(*race(processes, admission_worker, target, variant, count))
     return {"variant": variant, "rows": rows, "processes": processes,
-            "admissions_per_s": len(latencies) / elapsed,
-            "p50_ms": percentile(latencies, 50) * 1000,
-            "p99_ms": percentile(latencies, 99) * 1000,
-            "retries": sum(r for _, r in results)}
+            "admissions_per_s": figures["per_s"], **{
+                k: figures[k] for k in ("p50_ms", "p99_ms", "retries")}}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -53,8 +53,6 @@ from pathlib import Path
 from fastapi.responses import Response
 
 SECRET = "bench-webhook-secret"
-#: How a server child is started (a probe may run the same module wrapped).
-SERVER_ARGV = ["-m", "tests.bench.bench_webhooks"]
 APP_ID = 424242
 HOST = "127.0.0.1"
 
@@ -279,7 +277,7 @@ def run_setup(args: argparse.Namespace, backend: str, replicas: int
             for port in ports:
                 config = write_config(directory, port, url)
                 children.append(subprocess.Popen(
-                    [sys.executable, *SERVER_ARGV, "--serve",
+                    [sys.executable, "-m", "tests.bench.bench_webhooks", "--serve",
                      str(config), "--port", str(port)],
                     cwd=Path(__file__).resolve().parents[2]))
                 wait_ready(port, children[-1])

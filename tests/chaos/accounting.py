@@ -16,9 +16,8 @@ from what GitHub (the simulator) actually shows:
 Independently of the classes: no dedupe key's run marker appears on GitHub more than
 once (posted twice, must be 0), nor any notice marker; for every trigger the ledger
 charges at least what the engine reported across all its attempts, with no more ledger
-rows than attempts (none charged twice); and no budget
-window was ever over its limit, checked at every ledger row's reservation instant with
-the limits in force then.
+rows than attempts (none charged twice); and no budget window was ever over its limit,
+checked at every ledger row's reservation instant with the limits in force then.
 
 Everything here is pure: it takes rows and posts, and returns a ``Report``.
 """

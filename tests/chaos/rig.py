@@ -29,10 +29,10 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import psycopg
@@ -53,6 +53,10 @@ AUTHOR = "alice"
 COMMENTER = "bob"
 BASE_FILES = {"README.md": "# Chaos\n", "src/base.py": "BASE = 1\n"}
 CLAUDE_CHAOS = Path(__file__).with_name("claude_chaos.py")
+#: How long ``ChaosRig.until`` waits for what must happen.
+WAIT = 120.0
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -366,6 +370,20 @@ class ChaosRig:
             return False
         return len(self.rows("SELECT name FROM watermarks WHERE name NOT LIKE 'seed_%'")
                    ) >= 2 * len(self.repos)
+
+    def until(self, what: str, probe: Callable[[], T | None], timeout: float = WAIT) -> T:
+        """``probe()`` once it is truthy; past ``timeout`` an AssertionError with the tail
+        of every process's log. The bound only makes a wedged process fail the test: a
+        loaded machine (the suite shares two cores with its own workers) takes its time,
+        and a long bound costs nothing when the event comes."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = probe()
+            if found:
+                return found
+            time.sleep(0.1)
+        logs = "\n".join(s.log.read_text(errors="replace")[-3000:] for s in self.incarnations)
+        raise AssertionError(f"timed out waiting for {what}\n{logs}")
 
     def wait_seeded(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout

@@ -12,30 +12,14 @@ within a minute of the kill.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
 from tests.chaos.accounting import RUN_MARKER, app_posts
 from tests.chaos.rig import ChaosRig, RigSettings
 from tests.databases import as_url, throwaway_database
-
-T = TypeVar("T")
-WAIT = 120.0  # a bound for what must happen, so that a wedged host fails the test
-
-
-def until(what: str, probe: Callable[[], T | None], rig: ChaosRig,
-          timeout: float = WAIT) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = probe()
-        if found:
-            return found
-        time.sleep(0.1)
-    logs = "\n".join(s.log.read_text(errors="replace")[-3000:] for s in rig.incarnations)
-    raise AssertionError(f"timed out waiting for {what}\n{logs}")
 
 
 @pytest.fixture
@@ -68,12 +52,12 @@ def test_a_host_killed_mid_post_is_taken_over_by_its_lease_and_posted_once(
     key = f"mention:{repo}:{number}:{comment}"
     rig.deliver(rig.take_events(), [1])  # to host 1; either host may claim it
 
-    until("the review to reach GitHub", lambda: [
+    rig.until("the review to reach GitHub", lambda: [
         r for r in rig.requests()
-        if r["method"] == "POST" and r["path"].endswith("/reviews")], rig)
-    [owner] = until("the claim's owner", lambda: [
+        if r["method"] == "POST" and r["path"].endswith("/reviews")])
+    [owner] = rig.until("the claim's owner", lambda: [
         row["owner"] for row in rig.rows("SELECT owner FROM queue WHERE dedupe_key = ?",
-                                         (key,))], rig)
+                                         (key,))])
     pid = int(owner.split(":")[1])
     [posting] = [h for h, s in rig.serves.items() if s.process.pid == pid]
     assert rig.rows("SELECT publish_outcome FROM runs WHERE dedupe_key = ?", (key,)) == [
@@ -81,10 +65,10 @@ def test_a_host_killed_mid_post_is_taken_over_by_its_lease_and_posted_once(
 
     rig.kill_serve(host=posting)
     killed = time.monotonic()
-    [outcome] = until("the other host to record the run", lambda: [
+    [outcome] = rig.until("the other host to record the run", lambda: [
         row["publish_outcome"] for row in rig.rows(
             "SELECT publish_outcome FROM runs WHERE dedupe_key = ?", (key,))
-        if row["publish_outcome"] is not None], rig)
+        if row["publish_outcome"] is not None])
     taken_over_in = time.monotonic() - killed
 
     assert outcome == "published"

@@ -12,8 +12,7 @@ killed or restarted on its own — the holes a single ``--role all`` could not s
 from __future__ import annotations
 
 import signal
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,23 +21,6 @@ import pytest
 from tests.chaos.rig import ChaosRig, RigSettings
 
 T = TypeVar("T")
-
-
-# A wait for something that must happen, bounded only so that a wedged role fails the test:
-# a loaded machine (the suite shares two cores with its own workers) takes its time, and
-# a long bound costs nothing when the event comes.
-WAIT = 120.0
-
-
-def until(what: str, probe: Callable[[], T | None], timeout: float, rig: ChaosRig) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = probe()
-        if found:
-            return found
-        time.sleep(0.2)
-    logs = "\n".join(s.log.read_text(errors="replace")[-3000:] for s in rig.roles)
-    raise AssertionError(f"timed out waiting for {what}\n{logs}")
 
 
 @pytest.fixture
@@ -66,7 +48,7 @@ def test_a_dead_workers_claim_is_handed_back_while_the_budget_admits_nothing(
     assert rig.deliver(rig.take_events()) == [202]
     key = f"mention:{repo}:1:{comment}"
     # The run hangs (the engine plan says so); its reservation fills the session window.
-    until("the engine to start", rig.engine_runs, WAIT, rig)
+    rig.until("the engine to start", rig.engine_runs)
     rig.stop(first, signal.SIGKILL)
     rows = rig.rows("SELECT status FROM queue WHERE dedupe_key = ?", (key,))
     assert rows == [{"status": "claimed"}]
@@ -77,7 +59,7 @@ def test_a_dead_workers_claim_is_handed_back_while_the_budget_admits_nothing(
         return rig.rows("SELECT status, attempts, owner FROM queue WHERE dedupe_key = ? "
                         "AND status = 'pending'", (key,))
 
-    [row] = until("the dead lease to be recovered", recovered, WAIT, rig)
+    [row] = rig.until("the dead lease to be recovered", recovered)
     assert (row["attempts"], row["owner"]) == (1, None)
     ledger = rig.rows("SELECT stop_reason, used_tokens FROM ledger WHERE dedupe_key = ?",
                       (key,))
@@ -86,7 +68,7 @@ def test_a_dead_workers_claim_is_handed_back_while_the_budget_admits_nothing(
     def noticed() -> list[Any]:
         return [c for c in rig.posts()["issue_comments"] if c["user"].endswith("[bot]")]
 
-    [notice] = until("the notice of the waiting request", noticed, WAIT, rig)
+    [notice] = rig.until("the notice of the waiting request", noticed)
     assert notice["number"] == 1 and "frees up" in notice["body"]
     assert rig.rows("SELECT status FROM queue WHERE dedupe_key = ?", (key,)) == [
         {"status": "pending"}]  # still waiting for the budget, visibly
@@ -97,11 +79,11 @@ def test_a_restarted_poller_enqueues_nothing_for_comments(rig: ChaosRig) -> None
     repo = rig.repos[0]
     config = rig.config_for("config-push.yaml", triggers={"on_push": True})
     poller = rig.start_role("poller", config)
-    until("the poller to seed", rig.seeded, WAIT, rig)
+    rig.until("the poller to seed", rig.seeded)
     asked = rig.comment(repo, 2, "@claude review", emit=False)
-    until("the poller to find the mention",
+    rig.until("the poller to find the mention",
           lambda: rig.rows("SELECT 1 FROM queue WHERE dedupe_key = ?",
-                           (f"mention:{repo}:2:{asked}",)), WAIT, rig)
+                           (f"mention:{repo}:2:{asked}",)))
     assert rig.stop(poller, signal.SIGTERM) == 0
     restarted = rig.start_role("poller", config)
     for n, who in enumerate(("renovate[bot]", "mallory", "bob"), start=1):
@@ -113,6 +95,6 @@ def test_a_restarted_poller_enqueues_nothing_for_comments(rig: ChaosRig) -> None
 
     # Several cycles of the restarted poller (one a second) over the updated pulls.
     seen = listings()
-    until("three cycles after the restart", lambda: listings() >= seen + 3 or None, WAIT, rig)
+    rig.until("three cycles after the restart", lambda: listings() >= seen + 3 or None)
     assert rig.rows("SELECT dedupe_key FROM queue WHERE kind = 'pr_opened'") == []
     assert rig.stop(restarted, signal.SIGTERM) == 0
