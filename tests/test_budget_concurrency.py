@@ -90,7 +90,9 @@ def drive(path: str | Path, worker: int, claims: int, tick: Callable[[], datetim
     admitted = 0
     with open_at(path) as store:
         queue = ReviewQueue(store, lease=timedelta(minutes=20))
-        gov = Governor(store, CONFIG)
+        # Its construction writes too (the shared policy row, once): it may meet the lock
+        # like any other write while the other workers are already claiming.
+        gov = retry_on_contention(lambda: Governor(store, CONFIG))
         admit = checked_admit(gov, CONFIG, violations)
         for i in range(claims):
             now = tick()
