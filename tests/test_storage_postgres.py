@@ -209,6 +209,31 @@ def test_a_connection_the_server_dropped_is_replaced_before_it_is_lent(
     assert pg.version == PG_HEAD_VERSION
 
 
+def test_a_live_connection_is_lent_without_a_round_trip_and_a_dropped_one_is_checked(
+        conninfo: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from psycopg_pool import ConnectionPool
+
+    full_checks: list[int] = []
+    real = ConnectionPool.check_connection
+    monkeypatch.setattr(ConnectionPool, "check_connection",
+                        staticmethod(lambda conn: (full_checks.append(1), real(conn))[1]))
+    with PostgresStore(conninfo, max_connections=1) as store:
+        for _ in range(3):
+            with store.read() as tx:
+                (mine,) = tx.execute("SELECT pg_backend_pid()").fetchone()
+        assert full_checks == []  # a live connection: lent with no query sent first
+        with psycopg.connect(conninfo, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (mine,))
+            for _ in range(200):  # gone once it has said so on its socket and exited
+                if not admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s",
+                                     (mine,)).fetchone():
+                    break
+                time.sleep(0.05)
+        with store.transaction() as tx:  # the dead one was checked and replaced
+            tx.execute("INSERT INTO budget_state (key, value) VALUES ('k', 'v')")
+        assert full_checks
+
+
 def test_an_unreachable_server_is_told_from_a_fault() -> None:
     from psycopg_pool import PoolTimeout
 

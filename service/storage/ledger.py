@@ -49,6 +49,7 @@ __all__ = [
     "window_charge",
     "window_charges",
     "window_params",
+    "windows_sql",
 ]
 
 # --- the lifecycle of a reservation ----------------------------------------------------
@@ -231,8 +232,9 @@ def window_charge(tx: Transaction, start: datetime) -> tuple[int, int, datetime 
 
 
 @functools.lru_cache(maxsize=8)
-def _windows_sql(count: int) -> str:
-    # WINDOW_SQL once per window, its parameters numbered, tagged with the window's index.
+def windows_sql(count: int) -> str:
+    """``WINDOW_SQL`` once per window, its parameters numbered (``:start_0``...), each row
+    tagged with the window's index: what ``window_charges`` sends in one statement."""
     return "\nUNION ALL\n".join(
         re.sub(r":(start_hour|next_hour|start)\b", rf":\1_{k:d}", WINDOW_SQL.strip())
         .replace("SELECT ", f"SELECT {k:d}, ", 1)
@@ -245,7 +247,7 @@ def window_charges(tx: Transaction, starts: Sequence[datetime]
     window under the budget's lock, where each round trip to a server is time held."""
     params = {f"{name}_{k}": value for k, start in enumerate(starts)
               for name, value in window_params(start).items()}
-    rows = sorted(tx.execute(_windows_sql(len(starts)), params).fetchall())
+    rows = sorted(tx.execute(windows_sql(len(starts)), params).fetchall())
     return [(int(charged), int(reserved), None if oldest is None else from_db_time(oldest))
             for _, charged, reserved, oldest in rows]
 

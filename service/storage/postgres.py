@@ -27,6 +27,7 @@ import contextlib
 import functools
 import itertools
 import re
+import select
 import threading
 import time
 import zlib
@@ -183,6 +184,19 @@ class _OpenTransaction:
             self._store._pool.putconn(conn)
 
 
+def _check_quickly(conn: psycopg.Connection[Any]) -> None:
+    """The pool's check before it lends ``conn``, without a round trip while the
+    connection is live: a server ending a connection (a restart, a failover, an
+    administrator's terminate) says so on the socket before it closes it, so a socket with
+    nothing to read is a live connection. One with something to read gets the full check
+    (an empty query), which fails on a dead connection, and the pool replaces it."""
+    if conn.closed:
+        raise psycopg.OperationalError("the connection is closed")
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    if readable:
+        ConnectionPool.check_connection(conn)
+
+
 def _rollback_quietly(conn: psycopg.Connection[Any]) -> None:
     # After a failed statement the transaction is aborted; after a lost connection there
     # is nothing to roll back. Either way the original error is the one to report.
@@ -249,8 +263,9 @@ class PostgresStore:
         self._pool: ConnectionPool[Any] = ConnectionPool(
             url, kwargs=kwargs, min_size=1, max_size=max_connections, configure=configure,
             # A connection is checked before it is lent, so one the server dropped (a
-            # restart, a failover) is replaced instead of failing the next transaction.
-            check=ConnectionPool.check_connection, open=False, name="pr-review-agent",
+            # restart, a failover) is replaced instead of failing the next transaction;
+            # the check costs no round trip while the connection is live.
+            check=_check_quickly, open=False, name="pr-review-agent",
             # A caller waits at most this long for a connection, then fails as
             # "unavailable": a webhook is answered 503 well inside GitHub's 10 seconds.
             timeout=POOL_WAIT,

@@ -43,7 +43,7 @@ from service.budget import WINDOWS, Governor, Usage
 from service.config import BudgetConfig
 from service.jobs import Job
 from service.storage import Database, SqliteStore, is_contention, to_db_time
-from service.storage.ledger import WINDOW_SQL, window_params
+from service.storage.ledger import WINDOW_SQL, window_params, windows_sql
 from service.storage.postgres import PostgresStore, translate_placeholders
 from service.storage.queue import ReviewQueue
 
@@ -169,6 +169,74 @@ def run_claims(backend: str, rows: int, processes: int, claims: int) -> dict[str
                 k: figures[k] for k in ("p50_ms", "p99_ms", "retries")}}
 
 
+# -- the floor: the fewest round trips a claim can take ---------------------------------------
+
+_FLOOR_ROW = ("SELECT dedupe_key, repo, pr_number, actor_id FROM queue WHERE status = 'pending'"
+              " ORDER BY enqueued_at, dedupe_key LIMIT 1 FOR UPDATE SKIP LOCKED")
+_FLOOR_RESERVE = ("INSERT INTO ledger (dedupe_key, owner, actor_id, mode, reserved_tokens,"
+                  " reserved_at, repo, pr_number) VALUES (%s, %s, %s, 'full', 50000, %s, %s, %s)")
+
+
+def floor_worker(conninfo: str, claims: int, index: int, start: Any, out: Any) -> None:
+    """A claim cut to what no design with a serialised admission can do without, in raw
+    psycopg, pipelined: (1) BEGIN, the shared write lock and the oldest row taken with
+    SKIP LOCKED and its pull request's lock; (2) the budget's lock and the three windows;
+    (3) the reservation, the lease and the COMMIT — three round trips. Then the settle and
+    finish in one pipelined transaction (the budget's lock first, as the governor takes it).
+    No abandonment, recovery, policy, breaker or pacer: a lower bound, not a claim."""
+    owner = f"floor{index}"
+    windows = translate_placeholders(windows_sql(len(WINDOWS)))
+    latencies: list[float] = []
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute("SET TIME ZONE 'UTC'")
+        start.wait()
+        for i in range(claims):
+            now = NOW + timedelta(milliseconds=i)
+            stamp = to_db_time(now)
+            params = {f"{name}_{k}": value for k, window in enumerate(WINDOWS)
+                      for name, value in window_params(now - window.duration).items()}
+            began = time.perf_counter()
+            with conn.pipeline():
+                conn.execute("BEGIN")
+                conn.execute("SELECT pg_advisory_xact_lock_shared(1)")
+                row = conn.execute(_FLOOR_ROW).fetchone()
+                if row is None:
+                    conn.execute("ROLLBACK")
+                    break
+                key, repo, pr, actor = row
+                conn.execute("SELECT pg_try_advisory_xact_lock(hashtext(%s))", (f"{repo}#{pr}",))
+                conn.execute("SELECT pg_advisory_xact_lock(2)")
+                conn.execute(windows, params).fetchall()
+                conn.execute(_FLOOR_RESERVE, (key, owner, actor, stamp, repo, pr))
+                conn.execute("UPDATE queue SET status = 'claimed', owner = %s,"
+                             " leased_until = %s, attempts = attempts + 1"
+                             " WHERE dedupe_key = %s",
+                             (owner, to_db_time(now + timedelta(minutes=20)), key))
+                conn.execute("COMMIT")
+            latencies.append(time.perf_counter() - began)
+            with conn.pipeline():
+                conn.execute("BEGIN")
+                conn.execute("SELECT pg_advisory_xact_lock_shared(1)")
+                conn.execute("SELECT pg_advisory_xact_lock(2)")
+                conn.execute("UPDATE ledger SET used_tokens = 1234, settled_at = %s,"
+                             " stop_reason = 'completed' WHERE dedupe_key = %s"
+                             " AND settled_at IS NULL", (stamp, key))
+                conn.execute("UPDATE queue SET status = 'done', leased_until = NULL"
+                             " WHERE dedupe_key = %s", (key,))
+                conn.execute("COMMIT")
+    out.put((latencies, 0))
+
+
+def run_floor(rows: int, processes: int, claims: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp, backend_target("postgres", Path(tmp)) as target:
+        store = open_target("postgres", target)
+        fill(store, rows, processes * claims, target)
+        store.close()
+        figures = summary(*race(processes, floor_worker, target, claims))
+    return {"variant": "floor", "rows": rows, "processes": processes,
+            "claims_per_s": figures["per_s"], **{k: figures[k] for k in ("p50_ms", "p99_ms")}}
+
+
 # -- the admission alone: advisory lock or SERIALIZABLE ------------------------------------------
 
 
@@ -243,6 +311,14 @@ def main(argv: list[str] | None = None) -> int:
             figures.append(r)
             print(f"{variant:>13} {processes:>5} {r['admissions_per_s']:>9.0f} "
                   f"{r['p50_ms']:>7.2f} {r['p99_ms']:>7.2f} {r['retries']:>8}")
+    if "postgres" in args.backends:
+        print("the floor on PostgreSQL (three round trips a claim; see floor_worker):")
+        print(f"{'variant':>13} {'procs':>5} {'claims/s':>9} {'p50':>7} {'p99':>7}")
+        for processes in args.processes:
+            r = run_floor(args.rows, processes, args.claims)
+            figures.append(r)
+            print(f"{'floor':>13} {processes:>5} {r['claims_per_s']:>9.0f} "
+                  f"{r['p50_ms']:>7.2f} {r['p99_ms']:>7.2f}")
     print(json.dumps(figures))
     return 0
 

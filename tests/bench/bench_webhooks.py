@@ -306,16 +306,24 @@ def stored_counts(directory: Path, url: str | None) -> tuple[int, int]:
 
 
 def print_summary(summary: list[dict[str, object]]) -> None:
-    """Each setup's webhook throughput and p99 beside SQLite's on one host."""
+    """Each setup's webhook throughput and p99 beside SQLite's on one host: raw (``vs``),
+    and through each setup's own bare route (``vs/bare``: its webhook/bare ratio over
+    SQLite's, which the alternating rounds keep clear of the machine's drift between the
+    setups, run one after the other)."""
     base = {r["concurrency"]: r for r in summary if r["backend"] == "sqlite"}
-    print("\nwebhook route, side by side (vs: throughput / SQLite's at the same concurrency)")
-    print(f"{'backend':>9} {'replicas':>8} {'conc':>4} {'req/s':>8} {'p99':>7} {'vs':>6}")
+    print("\nwebhook route, side by side (vs: throughput / SQLite's at the same concurrency;"
+          " vs/bare: webhook/bare ratio / SQLite's)")
+    print(f"{'backend':>9} {'replicas':>8} {'conc':>4} {'req/s':>8} {'p99':>7} {'vs':>6} "
+          f"{'vs/bare':>7}")
     for r in summary:
         ref = base.get(r["concurrency"])
-        vs = (f"{float(r['webhook_rps']) / float(ref['webhook_rps']):6.0%}"  # type: ignore[arg-type]
-              if ref is not None else "")
+        vs = norm = ""
+        if ref is not None:
+            vs = f"{float(r['webhook_rps']) / float(ref['webhook_rps']):6.0%}"  # type: ignore[arg-type]
+            norm = f"{float(r['ratio']) / float(ref['ratio']):7.0%}"  # type: ignore[arg-type]
         print(f"{r['backend']:>9} {r['replicas']:>8} {r['concurrency']:>4} "
-              f"{float(r['webhook_rps']):>8.0f} {float(r['webhook_p99_ms']):>7.2f} {vs:>6}")  # type: ignore[arg-type]
+              f"{float(r['webhook_rps']):>8.0f} {float(r['webhook_p99_ms']):>7.2f} {vs:>6} "  # type: ignore[arg-type]
+              f"{norm:>7}")
 
 
 async def compare(ports: list[int], args: argparse.Namespace, pids: list[int],
