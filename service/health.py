@@ -91,6 +91,8 @@ class Health:
         self._auth_failed: _Event | None = None
         self._engine_ok: _Event | None = None
         self._engine_failed: _Event | None = None
+        self._checks_started = False
+        self._checks_forbidden: dict[int, _Event] = {}  # installation -> when, and why
 
     # -- reports from components ---------------------------------------------------------
 
@@ -157,6 +159,22 @@ class Health:
         with self._lock:
             self._engine_failed = _Event(_aware(now), reason)
 
+    def check_runs_started(self) -> None:
+        """This process pushes check runs to GitHub."""
+        with self._lock:
+            self._checks_started = True
+
+    def check_runs_forbidden(self, installation: int, now: datetime, detail: str) -> None:
+        """GitHub refused ``installation``'s check runs (403): the App's ``checks: write``
+        permission is not granted there yet. Reviews still run and post."""
+        with self._lock:
+            self._checks_forbidden[installation] = _Event(_aware(now), detail)
+
+    def check_runs_allowed(self, installation: int) -> None:
+        """A check run of ``installation`` went through."""
+        with self._lock:
+            self._checks_forbidden.pop(installation, None)
+
     # -- the report ------------------------------------------------------------------------
 
     def report(self, now: datetime) -> dict[str, object]:
@@ -169,6 +187,7 @@ class Health:
             checks["breaker"] = self._breaker_check(now)
             checks["github_auth"] = self._auth_check()
             checks["engine"] = self._engine_check()
+            checks["check_runs"] = self._check_runs_check()
         # An engine that cannot start fails its own check, but the process stays ready:
         # it still takes webhooks and queues them for when the engine is back.
         statuses = {DEGRADED if name == "engine" and check["status"] == FAILING
@@ -256,6 +275,18 @@ class Health:
         if failed is not None and (ok is None or failed.at >= ok.at):
             check["status"] = FAILING
         return check
+
+    def _check_runs_check(self) -> dict[str, object]:
+        if not self._checks_started:
+            return {"status": NOT_RUNNING}
+        forbidden = {str(i): {"since": e.at.isoformat(), "detail": e.detail}
+                     for i, e in sorted(self._checks_forbidden.items())}
+        if not forbidden:
+            return {"status": OK}
+        return {"status": DEGRADED, "forbidden": forbidden,
+                "detail": "the App's checks: write permission is not granted on these "
+                          "installations: accept it in the installation's settings (reviews "
+                          "still run and post)"}
 
     def _auth_check(self) -> dict[str, object]:
         ok, failed = self._auth_ok, self._auth_failed

@@ -1,8 +1,9 @@
 """The daemon's components other than the web server: the poller and the workers.
 
 The workers' runner also runs the maintenance loop (re-offering unposted runs, notices,
-retention) and the early acknowledgement (the 👀 as soon as work is queued), since they
-write to GitHub as the publisher does.
+retention), the early acknowledgement (the 👀 as soon as work is queued) and the check
+runs (every trigger on the pull request's checks), since they write to GitHub as the
+publisher does.
 
 Each runner is ``runner(services, stop)``: it builds its part from the shared
 ``Services``, runs until ``stop`` is set and then winds down. ``service.daemon`` maps
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from service.checks.loop import CheckRuns
 from service.config import Config
 from service.engine.claude_code import ClaudeCodeEngine
 from service.engine.factory import build_engine, engine_homes, verify_engine
@@ -85,7 +87,8 @@ def build_publisher(services: Services, installations: Installations) -> GitHubP
         store=services.store, github=services.github, installations=installations,
         clock=services.clock, config=lambda: services.config.publish,
         mention=services.config.triggers.mention,
-        bot_login=lambda: f"{identity.slug}[bot]" if identity.slug else None)
+        bot_login=lambda: f"{identity.slug}[bot]" if identity.slug else None,
+        checks=lambda: services.config.checks)
 
 
 async def maintain(services: Services, publisher: GitHubPublisher) -> None:
@@ -160,9 +163,16 @@ async def run_workers(services: Services, stop: asyncio.Event) -> None:
     pool = WorkerPool(queue=services.queue, governor=services.governor, job=job,
                       clock=services.clock, count=config.workers.count,
                       health=services.health)
-    services.wakers.extend((pool.wake, early.wake))
+    # Every trigger on the pull request's checks, from queued to how it ended.
+    check_runs = CheckRuns(
+        store=services.store, github=services.github, installations=installations,
+        governor=services.governor, config=lambda: services.config.checks,
+        publish=lambda: services.config.publish, clock=services.clock,
+        max_attempts=services.queue.max_attempts, health=services.health)
+    services.wakers.extend((pool.wake, early.wake, check_runs.wake))
     async with anyio.create_task_group() as tg:
         tg.start_soon(maintain, services, publisher)
         tg.start_soon(early.run, stop)
+        tg.start_soon(check_runs.run, stop)
         await pool.run(stop, services.force)  # a second signal cancels running jobs
         tg.cancel_scope.cancel()

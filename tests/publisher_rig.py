@@ -23,9 +23,13 @@ from typing import Any
 import pytest
 
 from service.budget import Governor, Usage
-from service.config import BudgetConfig, PublishConfig
+from service.checks import text
+from service.checks.loop import CheckRuns
+from service.checks.marks import CheckMarks
+from service.config import BudgetConfig, ChecksConfig, PublishConfig
 from service.engine.base import Assessment, Description, Finding
 from service.github import AppJWT, GitHubClient
+from service.health import Health
 from service.jobs import Job
 from service.publisher import GitHubPublisher
 from service.run_content import Omitted
@@ -36,7 +40,13 @@ from service.worker.record import RecordedRun, record_run
 from tests.databases import BACKENDS, open_database
 from tests.simulator import SimClock, SimulatorTransport, World
 from tests.simulator.harness import SAMPLE_DIFF, app_key_pair
-from tests.simulator.models import IssueComment, PullRequest, Review, ReviewComment
+from tests.simulator.models import (
+    CheckRun,
+    IssueComment,
+    PullRequest,
+    Review,
+    ReviewComment,
+)
 
 API = "https://api.github.com"
 APP_ID = 4242
@@ -75,6 +85,7 @@ class Rig:
     governor: Governor
     installation_id: int
     config: PublishConfig = field(default_factory=PublishConfig)
+    checks: ChecksConfig = field(default_factory=ChecksConfig)
     sleeps: list[float] = field(default_factory=list)
     _publishers: list[GitHubPublisher] = field(default_factory=list)
 
@@ -120,9 +131,22 @@ class Rig:
         publisher = GitHubPublisher(
             store=self.store, github=self.github, installations=self.installations,
             clock=self.world.clock.now, config=lambda: self.config, mention=PHRASE,
-            bot_login=lambda: BOT)
+            bot_login=lambda: BOT, checks=lambda: self.checks)
         self._publishers.append(publisher)
         return publisher
+
+    def check_runs(self, *, health: Health | None = None) -> CheckRuns:
+        """The check-run loop (a fresh one is what a restart looks like)."""
+        return CheckRuns(store=self.store, github=self.github,
+                         installations=self.installations, governor=self.governor,
+                         config=lambda: self.checks, publish=lambda: self.config,
+                         clock=self.world.clock.now, max_attempts=self.queue.max_attempts,
+                         health=health)
+
+    def github_check_runs(self, head: str | None = None) -> list[CheckRun]:
+        """The check runs on GitHub (on ``head``), oldest first."""
+        return sorted((r for r in self.world.check_runs.values()
+                       if head is None or r.head_sha == head), key=lambda r: r.id)
 
     def set_config(self, **changes: Any) -> None:
         self.config = replace(self.config, **changes)
@@ -192,12 +216,18 @@ class Rig:
             usage=usage or Usage(tokens=4321, confidence="exact", engine="claude_code",
                                  model="claude-test-1"),
             recorded_at=self.now())
+        marks = CheckMarks(lambda: self.checks)
+        target = marks.target(claim.dedupe_key, claim.command, REPO, claim.pr_number, head)
+        with self.store.transaction() as conn:  # the job starts: its check run in progress
+            marks.start(conn, target, claim.attempts, self.now())
         with self.store.transaction() as conn:
             assert self.governor.settle(claim, run.usage, now=self.now(), stop_reason=stop_reason,
                                         reviewed_lines=10, reviewed_since=reviewed_since,
                                         conn=conn)
             record_run(conn, run)
             assert self.queue.finish_in(conn, claim.dedupe_key, claim.owner)
+            marks.show(conn, target, text.posting(
+                "description" if claim.command == "describe" else "review"), self.now())
         return run
 
     def settle_refused(self, job: Job) -> Claim:

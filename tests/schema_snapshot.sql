@@ -1,5 +1,6 @@
--- user_version 27
+-- user_version 28
 CREATE INDEX agent_comments_id ON agent_comments (comment_id);
+CREATE INDEX checks_owed ON checks (updated_at) WHERE version > shown_version;
 CREATE INDEX ledger_actor_window ON ledger (actor_id, reserved_at);
 CREATE UNIQUE INDEX ledger_open ON ledger (dedupe_key) WHERE settled_at IS NULL;
 CREATE INDEX ledger_open_window ON ledger (reserved_at) WHERE settled_at IS NULL;
@@ -12,6 +13,7 @@ CREATE INDEX runs_unpurged ON runs (repo, pr_number) WHERE content_purged_at IS 
 CREATE TABLE agent_comments (repo TEXT NOT NULL, comment_id INTEGER NOT NULL, posted_at TEXT NOT NULL, PRIMARY KEY (repo, comment_id));
 CREATE TABLE budget_policy (id INTEGER PRIMARY KEY CHECK (id = 1), authority_repo TEXT NOT NULL, policy TEXT NOT NULL, written_at TEXT NOT NULL);
 CREATE TABLE budget_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE checks (dedupe_key TEXT NOT NULL, head_sha TEXT NOT NULL, repo TEXT NOT NULL, pr_number INTEGER NOT NULL, name TEXT NOT NULL, status TEXT NOT NULL, conclusion TEXT, title TEXT NOT NULL, summary TEXT NOT NULL, details_url TEXT, version INTEGER NOT NULL, shown_version INTEGER NOT NULL DEFAULT 0, check_run_id INTEGER, create_started_at TEXT, lease_until TEXT, updated_at TEXT NOT NULL, PRIMARY KEY (dedupe_key, head_sha));
 CREATE TABLE closed_pull_requests (repo TEXT NOT NULL, pr_number INTEGER NOT NULL, merged INTEGER NOT NULL, closed_at TEXT NOT NULL, purged_at TEXT, PRIMARY KEY (repo, pr_number));
 CREATE TABLE deliveries (delivery_id TEXT PRIMARY KEY, event TEXT NOT NULL, action TEXT, installation_id INTEGER, received_at TEXT NOT NULL, outcome TEXT NOT NULL);
 CREATE TABLE etags (path TEXT PRIMARY KEY, etag TEXT NOT NULL, last_modified TEXT);

@@ -797,8 +797,8 @@ def test_every_problem_is_reported_together(secrets_dir: Path) -> None:
         'engine.kind: must be one of claude_code, anthropic, openai_compatible, got "gpt"',
         "budget.weekly_tokens: required (your estimate of the plan's rolling weekly limit)",
         "budget.weekly_token: unknown key (did you mean weekly_tokens?)",
-        "extra: unknown key (valid keys: budget, engine, github, poller, publish, retention, "
-        "review, server, store, triggers, workers)",
+        "extra: unknown key (valid keys: budget, checks, engine, github, poller, publish, "
+        "retention, review, server, store, triggers, workers)",
     ]
     assert str(ConfigError(problems)) == "\n".join(problems)
 

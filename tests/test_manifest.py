@@ -33,6 +33,9 @@ ENDPOINT_PERMISSION = {
     "POST /repos/{o}/{r}/issues/{n}/reactions": ("issues", "write"),
     "POST /repos/{o}/{r}/issues/{n}/comments": ("issues", "write"),
     "PATCH /repos/{o}/{r}/pulls/{n}": ("pull_requests", "write"),
+    "POST /repos/{o}/{r}/check-runs": ("checks", "write"),
+    "PATCH /repos/{o}/{r}/check-runs/{id}": ("checks", "write"),
+    "GET /repos/{o}/{r}/commits/{ref}/check-runs": ("checks", "read"),
     "GET /repos/{o}/{r}/pulls": ("pull_requests", "read"),
     "GET /repos/{o}/{r}/issues/comments": ("issues", "read"),
     "git clone": ("contents", "read"),
@@ -59,9 +62,9 @@ def test_every_call_the_agent_makes_is_permitted_and_nothing_more_is_asked() -> 
     for call, (name, level) in ENDPOINT_PERMISSION.items():
         assert name in permissions, call
         assert LEVEL[permissions[name]] >= LEVEL[level], call
-    # Minimal: no checks (no check runs are created), no administration, no secrets.
+    # Minimal: checks for the check runs every trigger gets, no administration, no secrets.
     assert permissions == {"pull_requests": "write", "issues": "write",
-                           "contents": "read", "metadata": "read"}
+                           "contents": "read", "metadata": "read", "checks": "write"}
 
 
 def test_the_manifest_has_what_github_requires() -> None:

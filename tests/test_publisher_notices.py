@@ -127,6 +127,28 @@ async def test_a_refused_pre_flight_gets_one_notice_and_an_automatic_review_none
 
 
 @pytest.mark.anyio
+async def test_a_mention_every_attempt_of_which_failed_is_told_once_an_automatic_one_never(
+        rig: Rig) -> None:
+    pr = rig.add_pull()
+    asked = rig.ask(pr)
+    for job in (asked, rig.opened(pr)):
+        claim = rig.claim(job)
+        assert rig.governor.settle(claim, Usage(0, "exact", None, None), now=rig.now(),
+                                   stop_reason="engine_unavailable")
+        with rig.store.transaction() as tx:  # the queue gave up after the last attempt
+            tx.execute("UPDATE queue SET status = 'abandoned', attempts = 3, owner = NULL"
+                       " WHERE dedupe_key = ?", (job.dedupe_key,))
+    publisher = rig.publisher()
+
+    assert await publisher.notify_refusals(rig.governor, rig.now()) == 1
+    assert await publisher.notify_refusals(rig.governor, rig.now()) == 0
+    (comment,) = rig.comments(pr)
+    assert "every attempt failed (the last: the review engine could not be started)" \
+        in comment.body
+    assert rig.row("notices", "1 = 1")["kind"] == "abandoned"
+
+
+@pytest.mark.anyio
 async def test_no_notice_in_a_dry_run(rig: Rig) -> None:
     pr = rig.add_pull()
     rig.settle_refused(rig.ask(pr))

@@ -11,13 +11,13 @@ import pytest
 import yaml
 
 from service.config import ServerConfig
+from service.github.urls import web_url_for
 from service.setup import (
     MANIFEST,
     build_manifest,
     install_url,
     public_url_for,
     registration_url,
-    web_url_for,
 )
 from service.setup.files import key_paths, with_credentials, writable_problem, write_private
 from tests.simulator import World

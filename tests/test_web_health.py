@@ -48,9 +48,27 @@ def test_a_web_only_process_is_ok_with_nothing_else_running(store: SqliteStore) 
 
     assert overall == OK
     assert checks == {"store": OK, "poller": NOT_RUNNING, "workers": NOT_RUNNING,
-                      "breaker": OK, "github_auth": OK, "engine": NOT_RUNNING}
+                      "breaker": OK, "github_auth": OK, "engine": NOT_RUNNING,
+                      "check_runs": NOT_RUNNING}
     assert Health(store).report(NOW)["checks"]["store"] == {  # type: ignore[index]
         "status": OK, "schema_version": HEAD_VERSION, "expected_version": HEAD_VERSION}
+
+
+def test_an_installation_without_the_checks_permission_degrades_check_runs_until_allowed(
+        store: SqliteStore) -> None:
+    health = Health(store)
+    health.check_runs_started()
+    assert status(health)[1]["check_runs"] == OK
+    health.check_runs_forbidden(42, NOW, "Resource not accessible by integration")
+
+    overall, checks = status(health)
+    assert (overall, checks["check_runs"]) == (DEGRADED, DEGRADED)
+    shown = health.report(NOW)["checks"]["check_runs"]  # type: ignore[index]
+    assert shown["forbidden"] == {"42": {"since": NOW.isoformat(),
+                                         "detail": "Resource not accessible by integration"}}
+    assert "checks: write" in shown["detail"]
+    health.check_runs_allowed(42)
+    assert status(health) == (OK, {**checks, "check_runs": OK})
 
 
 def test_the_poller_is_degraded_after_three_silent_intervals(store: SqliteStore) -> None:

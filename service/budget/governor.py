@@ -169,43 +169,64 @@ class Governor:
         and ``last_refusal`` for the notice to the person who asked.
         """
         key, view = self._view(conn, now, self._config)
+        decided = self._decide(conn, key, claim, now, view)
+        if decided is not None:
+            refusal, everyone = decided
+            self._note(claim, refusal)
+            if everyone:
+                raise NothingAdmissible(f"{refusal.reason} (window {refusal.window})")
+            return False
+        self._reserve(conn, claim, now, mode_for(view.gauges), view.config)
+        return True
+
+    def waiting(self, claims: Sequence[Claim], now: datetime) -> list[Refusal | None]:
+        """Why each of ``claims`` would be refused at ``now`` — the decision ``admit``
+        would take, read from the store in one snapshot without reserving, remembering or
+        logging anything (what a pending trigger's check run says it waits for); None for
+        one that would be admitted."""
+        local = self._config
+        with self._store.read() as conn:
+            view = read_view(conn, now, local, dollars=local.monthly_usd is not None)
+            key: tuple[object, ...] = (object(),)  # this read's own per-person memo
+            decided = [self._decide(conn, key, claim, now, view) for claim in claims]
+        return [None if d is None else d[0] for d in decided]
+
+    def _decide(self, conn: Transaction, key: tuple[object, ...], claim: Claim,
+                now: datetime, view: View) -> tuple[Refusal, bool] | None:
+        """Why ``claim`` may not be admitted on ``view``, and whether that holds for every
+        candidate alike; None to admit it. Reads, never writes."""
         config = view.config
+
+        def refused(reason: RefusalReason, mode: Mode, window: str | None,
+                    frees_at: datetime | None) -> Refusal:
+            return Refusal(dedupe_key=claim.dedupe_key, reason=reason, mode=mode,
+                           window=window, frees_at=frees_at, at=now)
+
         if not config.enabled:
-            self._refuse(claim, "disabled", Mode.EXHAUSTED, window=None, frees_at=None,
-                         now=now)
-            raise NothingAdmissible("budget.enabled is false")
+            return refused("disabled", Mode.EXHAUSTED, None, None), True
         if view.breaker.tripped(now):
-            self._refuse(claim, "breaker", Mode.EXHAUSTED, window=None,
-                         frees_at=view.breaker.tripped_until, now=now)
-            raise NothingAdmissible("the circuit breaker is tripped")
+            return refused("breaker", Mode.EXHAUSTED, None, view.breaker.tripped_until), True
         gauges = view.gauges
         mode = mode_for(gauges)
         if mode is Mode.EXHAUSTED:
-            full = first_at(gauges, EXHAUSTED_PCT)
-            self._refuse_at(claim, "exhausted", mode, gauge=full, view=view, now=now)
-            raise NothingAdmissible(f"the {full.name if full else '?'} window is exhausted")
+            return self._at(claim, "exhausted", mode, first_at(gauges, EXHAUSTED_PCT),
+                            view=view, now=now), True
         worst = tightest(view.windows)
         if worst.remaining < config.max_run_tokens:
-            self._refuse(claim, "insufficient", mode, window=worst.name,
-                         frees_at=worst.frees_at, now=now)
-            raise NothingAdmissible(f"the {worst.name} window cannot fit a run")
+            return refused("insufficient", mode, worst.name, worst.frees_at), True
         if view.dollars is not None and not view.dollars.fits_a_run():
-            self._refuse(claim, "monthly_usd", mode, window=MONTHLY,
-                         frees_at=view.dollars.frees_at, now=now)
-            raise NothingAdmissible("the monthly dollar window cannot pay for a run")
+            return refused("monthly_usd", mode, MONTHLY, view.dollars.frees_at), True
         if mode is Mode.MENTION_ONLY and claim.kind == "pr_opened":
-            return self._refuse_at(claim, "mention_only", mode,
-                                   gauge=first_at(gauges, MENTION_ONLY_PCT), view=view, now=now)
+            return self._at(claim, "mention_only", mode, first_at(gauges, MENTION_ONLY_PCT),
+                            view=view, now=now), False
         paced = pacer_frees_at(conn, claim, now, config)
         if paced is not None:
-            return self._refuse(claim, "pacer", mode, window=None, frees_at=paced, now=now)
+            return refused("pacer", mode, None, paced), False
         if config.per_actor_pct < 100:
             capped = self._per_actor(conn, key, claim, now, view)
             if capped is not None:
-                return self._refuse(claim, "per_actor", mode, window=capped.window,
-                                    frees_at=capped.frees_at, now=now)
-        self._reserve(conn, claim, now, mode, config)
-        return True
+                return refused("per_actor", mode, capped.window, capped.frees_at), False
+        return None
 
     def close_lapsed(self, conn: Transaction, keys: Sequence[str],
                      now: datetime) -> None:
@@ -243,32 +264,32 @@ class Governor:
                                                view.config)
         return memo[1][claim.actor_id]
 
-    def _refuse_at(self, claim: Claim, reason: RefusalReason, mode: Mode, *,
-                   gauge: Gauge | None, view: View, now: datetime) -> bool:
-        if gauge is None:  # pragma: no cover - the rung came from some gauge
-            return self._refuse(claim, reason, mode, window=None, frees_at=None, now=now)
-        if gauge.name == MONTHLY and view.dollars is not None:
+    @staticmethod
+    def _at(claim: Claim, reason: RefusalReason, mode: Mode, gauge: Gauge | None, *,
+            view: View, now: datetime) -> Refusal:
+        """A refusal at the rung ``gauge`` put the ladder on, naming that gauge's window."""
+        window: str | None = None
+        frees_at: datetime | None = None
+        if gauge is not None and gauge.name == MONTHLY and view.dollars is not None:
             reason = "monthly_usd" if reason == "exhausted" else reason
-            return self._refuse(claim, reason, mode, window=MONTHLY,
-                                frees_at=view.dollars.frees_at, now=now)
-        window = next(w for w in view.windows if w.name == gauge.name)
-        return self._refuse(claim, reason, mode, window=window.name,
-                            frees_at=window.frees_at, now=now)
+            window, frees_at = MONTHLY, view.dollars.frees_at
+        elif gauge is not None:
+            found = next(w for w in view.windows if w.name == gauge.name)
+            window, frees_at = found.name, found.frees_at
+        return Refusal(dedupe_key=claim.dedupe_key, reason=reason, mode=mode, window=window,
+                       frees_at=frees_at, at=now)
 
-    def _refuse(self, claim: Claim, reason: RefusalReason, mode: Mode, *,
-                window: str | None, frees_at: datetime | None, now: datetime) -> bool:
-        refusal = Refusal(dedupe_key=claim.dedupe_key, reason=reason, mode=mode,
-                          window=window, frees_at=frees_at, at=now)
+    def _note(self, claim: Claim, refusal: Refusal) -> None:
+        """Remember ``refusal`` for the notice, and log it when its reason is new."""
         previous = self.refusals.get(claim.dedupe_key)
         self.refusals[claim.dedupe_key] = refusal
         self.last_refusal = refusal
-        if previous is None or previous.reason != reason:
-            log.log(logging.WARNING if reason in _LOUD else logging.INFO,
-                    "budget refused a claim: %s (window %s, frees at %s)", reason,
+        if previous is None or previous.reason != refusal.reason:
+            log.log(logging.WARNING if refusal.reason in _LOUD else logging.INFO,
+                    "budget refused a claim: %s (window %s, frees at %s)", refusal.reason,
                     refusal.window, refusal.frees_at,
                     extra={"dedupe_key": claim.dedupe_key, "repo": claim.repo,
                            "pr": claim.pr_number})
-        return False
 
     # -- after the run ----------------------------------------------------------------------
 

@@ -39,6 +39,16 @@ def one_of(allowed: tuple[str, ...]) -> Callable[[str], str | None]:
     return check
 
 
+def check_name_problem(name: str) -> str | None:
+    """``checks.name``: what GitHub shows and branch protection matches, 1–100 characters
+    (the describe check's suffix included) with no line break."""
+    if not name.strip():
+        return "must not be empty"
+    if len(name) > 88 or any(c in name for c in "\r\n"):
+        return "must be one line of at most 88 characters"
+    return None
+
+
 def api_root_problem(url: str) -> str | None:
     """``github.api_url``: an http(s) URL without a query (its trailing ``/`` dropped)."""
     if not url:

@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from service.config.checks import (
     api_root_problem,
+    check_name_problem,
     engine_api_url_problem,
     env_name_problem,
     github_credentials,
@@ -26,6 +27,7 @@ from service.config.checks import (
 from service.config.declare import Key, Section, key, keys, section
 from service.engine.sandbox import ISOLATIONS
 from service.secret import Secret
+from service.severity import SEVERITIES
 
 # Names of environment variables, not secrets.
 ENV_PRIVATE_KEY: Final = "GITHUB_APP_PRIVATE_KEY"
@@ -257,8 +259,6 @@ class ReviewConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class PublishConfig:
-    """How results reach GitHub."""
-
     dry_run: bool = key("bool",
         "Do everything except post to GitHub (runs are recorded as `dry_run`; no 👀, no "
         "notices). Reloadable with SIGHUP.",
@@ -270,9 +270,26 @@ class PublishConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ChecksConfig:
+    """Each trigger's check run on the head it reviews (docs/PUBLISHER.md)."""
+
+    enabled: bool = key("bool",
+        "Show every trigger as a check run on its head: `queued`, `in_progress`, then "
+        "`completed` with what happened. Needs the App's `checks: write` permission.",
+        True)
+    name: str = key("str",
+        "The check run's name (`@claude describe` adds ` (describe)`): what a branch "
+        "protection rule requires.",
+        "pr-review-agent", check=check_name_problem)
+    fail_on: str | None = key("str?",
+        "A severity (`critical`, `major`, `minor`, `nit`): a review with a finding at or above "
+        "it concludes `failure`, so the check can gate merging. `null`: never.",
+        None, check=one_of(SEVERITIES))
+
+
+@dataclass(frozen=True, kw_only=True)
 class RetentionConfig:
-    """Purging review content from ``runs`` once a pull request closes or merges.
-    The ledger is never purged."""
+    """Purging review content from ``runs`` once a pull request closes or merges."""
 
     purge_after_close: bool = key("bool",
         "Delete stored review content once a pull request is closed or merged. The token ledger "
@@ -356,6 +373,7 @@ class Config:
     engine: EngineConfig = field(default_factory=EngineConfig)
     review: ReviewConfig = field(default_factory=ReviewConfig)
     publish: PublishConfig = field(default_factory=PublishConfig)
+    checks: ChecksConfig = field(default_factory=ChecksConfig)
     retention: RetentionConfig = field(default_factory=RetentionConfig)
 
 
@@ -374,6 +392,7 @@ SECTIONS: Final[tuple[Section, ...]] = (
     section("engine", EngineConfig),
     section("review", ReviewConfig),
     section("publish", PublishConfig),
+    section("checks", ChecksConfig),
     section("retention", RetentionConfig),
     section("budget", BudgetConfig, required=True, title="(required section)",
             hint="needs session_tokens, weekly_tokens and max_run_tokens: your own estimates"),

@@ -19,18 +19,17 @@ from pathlib import Path
 from typing import Final, Literal, Protocol, get_args
 
 from service.budget import STOP_REASONS, Usage
+from service.severity import SEVERITIES, Severity
 
 Command = Literal["review", "describe"]
 ReviewMode = Literal["full", "reduced"]  # reduced = correctness and security only
 Side = Literal["RIGHT", "LEFT"]
-Severity = Literal["critical", "major", "minor", "nit"]
 Category = Literal[
     "correctness", "security", "performance", "maintainability", "tests", "docs", "style"
 ]
 Risk = Literal["low", "medium", "high"]
 
 SIDES: Final = get_args(Side)
-SEVERITIES: Final = get_args(Severity)
 CATEGORIES: Final = get_args(Category)
 RISKS: Final = get_args(Risk)
 #: The categories a ``reduced`` review may report.

@@ -22,7 +22,6 @@ from service.engine.base import (
     CATEGORIES,
     REDUCED_CATEGORIES,
     RISKS,
-    SEVERITIES,
     SIDES,
     TITLE_MAX_CHARS,
     Assessment,
@@ -31,6 +30,7 @@ from service.engine.base import (
     Finding,
     ReviewMode,
 )
+from service.severity import SEVERITIES
 
 #: A review proposing more than this is noise; the extra findings are dropped.
 MAX_FINDINGS: Final = 50

@@ -9,7 +9,7 @@ path, never resolved against the host root, which is the mistake that turns
 from __future__ import annotations
 
 import re
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 _LINK = re.compile(r"<([^>]*)>((?:\s*;\s*[^;,<]+)*)")
 _REL = re.compile(r"""\brel\s*=\s*(?:"([^"]*)"|([^\s;,"]+))""", re.IGNORECASE)
@@ -77,3 +77,27 @@ def repo_path(owner: str, name: str) -> str:
         if not _NAME.match(part) or part in (".", ".."):
             raise ValueError(f"not a GitHub owner or repository name: {part!r}")
     return f"/repos/{quote(owner, safe='')}/{quote(name, safe='')}"
+
+
+def web_url_for(api_url: str) -> str:
+    """GitHub's web root for a REST API root.
+
+    ``https://api.github.com`` → ``https://github.com``; GitHub Enterprise Server's
+    ``https://HOST/api/v3`` → ``https://HOST``; GHE.com's ``https://api.SUB.ghe.com`` →
+    ``https://SUB.ghe.com``. Anything else (a simulator, a proxy) is its own web root.
+    """
+    parts = urlsplit(api_url.rstrip("/"))
+    host = parts.netloc
+    path = parts.path
+    if host.lower() == "api.github.com":
+        host = "github.com"
+    elif host.lower().startswith("api.") and host.lower().endswith(".ghe.com"):
+        host = host[len("api."):]
+    if path.endswith("/api/v3"):
+        path = path[: -len("/api/v3")]
+    return urlunsplit((parts.scheme, host, path, "", ""))
+
+
+def pull_url(web_url: str, repo: str, pr_number: int, anchor: str | None = None) -> str:
+    """A pull request's page (``#anchor``: a review's or a comment's place on it)."""
+    return f"{web_url}/{repo}/pull/{pr_number}" + (f"#{anchor}" if anchor else "")

@@ -42,12 +42,16 @@ import httpx
 
 from service.alongside import alongside
 from service.budget import Governor
-from service.config import PublishConfig
+from service.checks import text
+from service.checks.marks import CheckMarks
+from service.config import ChecksConfig, PublishConfig
 from service.engine.base import Finding
 from service.engine.findings import split_findings
 from service.github import Forbidden, GitHubClient, GitHubError, NotFound, Unprocessable
 from service.github.pulls import PullRequest, read_pull
+from service.github.urls import web_url_for
 from service.publisher import compose, lookup, records
+from service.publisher.check_outcome import concluded
 from service.publisher.markers import OUTDATED, has_marker, run_marker, with_description_block
 from service.publisher.notices import Notices
 from service.publisher.publication import Publication
@@ -93,7 +97,8 @@ class GitHubPublisher:
                  installations: Callable[[str], Awaitable[int]],
                  clock: Callable[[], datetime], config: Callable[[], PublishConfig],
                  mention: str, bot_login: Callable[[], str | None] = lambda: None,
-                 lease: timedelta = PUBLISH_LEASE) -> None:
+                 lease: timedelta = PUBLISH_LEASE,
+                 checks: Callable[[], ChecksConfig] = ChecksConfig) -> None:
         if lease < timedelta(seconds=3):
             raise ValueError("the publication lease must be at least three seconds")
         self._store = store
@@ -104,6 +109,8 @@ class GitHubPublisher:
         self._phrase = mention
         self._bot_login = bot_login
         self._lease = lease
+        self._marks = CheckMarks(checks)
+        self._web_url = web_url_for(github.api_url)
         self._acker = GitHubAck(github, installations)
         self.notices = Notices(store=store, github=github, installations=installations,
                                config=config, mention=mention, bot_login=bot_login)
@@ -135,7 +142,7 @@ class GitHubPublisher:
         except ValueError as exc:
             log.error("the recorded run cannot be published (%s); publish_failed_at stamped",
                       exc, extra={"dedupe_key": key})
-            await self._db(runs.fail, key, now)
+            await self._give_up(key, now)
             return PublishResult(key, "failed")
         if pub is None:
             return PublishResult(key, "skipped")
@@ -145,13 +152,13 @@ class GitHubPublisher:
             with anyio.fail_after(ATTEMPT_LIMIT.total_seconds()):
                 return await self._holding(key, self._attempt(pub, extra))
         except (_Permanent, Forbidden, NotFound, Unprocessable) as exc:
-            await self._db(runs.fail, key, self._clock())
+            await self._give_up(key, self._clock())
             log.error("GitHub refused the publication; publish_failed_at stamped (clear it "
                       "to offer the run again): %s", exc, extra=extra)
             return PublishResult(key, "failed")
         except (GitHubError, httpx.HTTPError, TimeoutError) as exc:
             if pub.attempts >= MAX_ATTEMPTS:
-                await self._db(runs.fail, key, self._clock())
+                await self._give_up(key, self._clock())
                 log.error("publication failed %d times; publish_failed_at stamped: %s",
                           pub.attempts, exc, extra=extra)
                 return PublishResult(key, "failed")
@@ -163,7 +170,7 @@ class GitHubPublisher:
             # again, within the same cap, instead of being retried every minute forever.
             log.exception("publication attempt broke; it will be retried", extra=extra)
             if pub.attempts >= MAX_ATTEMPTS:
-                await self._db(runs.fail, key, self._clock())
+                await self._give_up(key, self._clock())
                 return PublishResult(key, "failed")
             return PublishResult(key, "retry")
         finally:
@@ -341,12 +348,23 @@ class GitHubPublisher:
                       comment_id: int | None, posted: Iterable[int] = ()) -> None:
         now = self._clock()
         ids = tuple(posted)
+        check = concluded(pub, outcome, comment_id=comment_id, web_url=self._web_url,
+                          fail_on=self._marks.fail_on)
 
         def work() -> None:
             with self._store.transaction() as conn:
-                records.record_outcome(conn, key=pub.dedupe_key, repo=pub.repo,
-                                       outcome=outcome, now=now, published=published,
-                                       comment_id=comment_id, posted=ids)
+                if records.record_outcome(conn, key=pub.dedupe_key, repo=pub.repo,
+                                          outcome=outcome, now=now, published=published,
+                                          comment_id=comment_id, posted=ids):
+                    self._marks.end_open(conn, pub.dedupe_key, check, now)
+        await anyio.to_thread.run_sync(work)
+
+    async def _give_up(self, key: str, now: datetime) -> None:
+        """Stamp ``publish_failed_at``; the check run says the review could not be posted."""
+        def work() -> None:
+            with self._store.transaction() as conn:
+                runs.fail(conn, key, now)
+                self._marks.end_open(conn, key, text.not_posted(), now)
         await anyio.to_thread.run_sync(work)
 
     async def _claim(self, key: str, now: datetime) -> Publication | None:

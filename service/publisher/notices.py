@@ -11,7 +11,9 @@ complain about in other review bots):
   reply names the window and when allowance frees up; the request stays queued;
 - **the worker refused it before running** (the pre-flight estimate above one run's
   reservation, or every file over ``review.max_diff_lines``; the ledger row settles at
-  zero as ``refused`` and no run is recorded): the reply says it was too large to review.
+  zero as ``refused`` and no run is recorded): the reply says it was too large to review;
+- **every attempt failed** (the engine could not start, or something outside the review
+  broke, each time): the queue abandoned it, and the reply says so and how to ask again.
 
 "Once" is a row in ``notices`` keyed by the dedupe key, inserted *before* the post: a
 second pass, a second process or a restart finds the row and posts nothing. The post also
@@ -121,6 +123,19 @@ def preflight_text(key: str, asker: Asker | None, command: str, phrase: str) -> 
     return truncate(neutralise(f"{notice_marker(key)}\n\n{text}", phrase), MAX_BODY, "")
 
 
+def abandoned_text(key: str, asker: Asker | None, command: str, stop_reason: str | None,
+                   phrase: str) -> str:
+    """The notice for a request every attempt of which failed."""
+    what = "description" if command == "describe" else "review"
+    last = {"engine_unavailable": "the review engine could not be started",
+            "infrastructure": "something outside the review failed (GitHub, git or the "
+                              "store)"}.get(stop_reason or "", "it did not finish")
+    text = (f"{address(asker)}the {what} for {their_request(asker)} could not be done: "
+            f"every attempt failed (the last: {last}). The operator's log says more. "
+            f"Writing `{phrase} {command}` again asks anew.")
+    return truncate(neutralise(f"{notice_marker(key)}\n\n{text}", phrase), MAX_BODY, "")
+
+
 def in_force(refusal: Refusal, snapshot: Snapshot, now: datetime) -> bool:
     """Whether ``refusal`` still holds at ``now``, judged on a fresh budget snapshot."""
     if refusal.reason == "disabled":
@@ -174,6 +189,10 @@ class Notices:
         for candidate in refused:
             posted += await self._notify(candidate, "preflight", now,
                                          self._preflight_notice(candidate))
+        for candidate in await self._read(notices.abandoned_mentions, now - PREFLIGHT_LOOKBACK,
+                                          BATCH):
+            posted += await self._notify(candidate, "abandoned", now,
+                                         self._abandoned_notice(candidate))
         return posted
 
     def _refusal_notice(self, c: Candidate, refusal: Refusal, now: datetime
@@ -186,6 +205,11 @@ class Notices:
     def _preflight_notice(self, c: Candidate) -> Callable[[Asker | None], str]:
         def text(asker: Asker | None) -> str:
             return preflight_text(c.dedupe_key, asker, c.command, self._phrase)
+        return text
+
+    def _abandoned_notice(self, c: Candidate) -> Callable[[Asker | None], str]:
+        def text(asker: Asker | None) -> str:
+            return abandoned_text(c.dedupe_key, asker, c.command, c.stop_reason, self._phrase)
         return text
 
     @staticmethod

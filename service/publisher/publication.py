@@ -38,6 +38,7 @@ class RunAccount:
     mode: str
     stop_reason: str | None
     reviewed_since: str | None
+    cost_usd: float | None = None  # as the engine reported it
 
     @property
     def reduced(self) -> bool:
@@ -95,6 +96,8 @@ def build(run: Mapping[str, Any], queue: Mapping[str, Any] | None,
         mode="full" if ledger is None else str(ledger.get("mode") or "full"),
         stop_reason=None if ledger is None else ledger.get("stop_reason"),
         reviewed_since=None if ledger is None else ledger.get("reviewed_since"),
+        cost_usd=None if ledger is None or ledger.get("cost_usd") is None
+        else float(ledger["cost_usd"]),
     )
     return Publication(
         dedupe_key=key,

@@ -18,7 +18,6 @@ from service.setup.manifest import (
     install_url,
     public_url_for,
     registration_url,
-    web_url_for,
 )
 from service.setup.page import create_setup_app
 from service.setup.registrar import Registered, Registrar, RegistrationError, Started
@@ -37,5 +36,4 @@ __all__ = [
     "public_url_for",
     "register",
     "registration_url",
-    "web_url_for",
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import re
 from typing import Any, Final
-from urllib.parse import quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import quote, urlencode
 
 from service.config import ServerConfig, public_url_problem
 
@@ -23,7 +23,6 @@ __all__ = [
     "public_url_for",
     "registration_url",
     "valid_login",
-    "web_url_for",
 ]
 
 #: What the App asks of GitHub: the minimal permissions and the events it acts on
@@ -43,6 +42,7 @@ MANIFEST: Final[dict[str, Any]] = {
         "issues": "write",
         "contents": "read",
         "metadata": "read",
+        "checks": "write",
     },
     "default_events": ["pull_request", "issue_comment", "pull_request_review_comment"],
 }
@@ -53,25 +53,6 @@ CALLBACK_PATH: Final = "/setup/callback"
 # GitHub logins and organisation names: letters, digits and single hyphens, 1-39 chars.
 _LOGIN: Final = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}")
 _WILDCARD_HOSTS: Final = ("0.0.0.0", "::", "")  # noqa: S104 - compared, not bound
-
-
-def web_url_for(api_url: str) -> str:
-    """GitHub's web root for a REST API root.
-
-    ``https://api.github.com`` → ``https://github.com``; GitHub Enterprise Server's
-    ``https://HOST/api/v3`` → ``https://HOST``; GHE.com's ``https://api.SUB.ghe.com`` →
-    ``https://SUB.ghe.com``. Anything else (a simulator, a proxy) is its own web root.
-    """
-    parts = urlsplit(api_url.rstrip("/"))
-    host = parts.netloc
-    path = parts.path
-    if host.lower() == "api.github.com":
-        host = "github.com"
-    elif host.lower().startswith("api.") and host.lower().endswith(".ghe.com"):
-        host = host[len("api."):]
-    if path.endswith("/api/v3"):
-        path = path[: -len("/api/v3")]
-    return urlunsplit((parts.scheme, host, path, "", ""))
 
 
 def public_url_for(server: ServerConfig, override: str | None = None) -> str:

@@ -24,8 +24,9 @@ from urllib.parse import quote
 import httpx
 
 from service.config import Config, ConfigError, load_config
+from service.github.urls import web_url_for
 from service.setup.files import key_paths, with_credentials, write_config, write_private
-from service.setup.manifest import build_manifest, install_url, registration_url, web_url_for
+from service.setup.manifest import build_manifest, install_url, registration_url
 
 __all__ = ["Registered", "Registrar", "RegistrationError", "Started"]
 

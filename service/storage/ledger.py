@@ -349,7 +349,7 @@ def estimator_samples(tx: Transaction, engine: str, limit: int) -> list[tuple[in
 # attempt that recorded the run is the newest one of its key.
 _SETTLED_USAGE = """
 SELECT used_tokens, reserved_tokens, usage_confidence, engine, model, mode, stop_reason,
-       reviewed_since
+       reviewed_since, cost_usd
   FROM ledger
  WHERE repo = :repo AND pr_number = :pr_number AND dedupe_key = :key
    AND settled_at IS NOT NULL
@@ -362,7 +362,7 @@ SELECT stop_reason, used_tokens, usage_confidence, reserved_tokens, mode
 """
 
 _USAGE_COLUMNS: Final = ("used_tokens", "reserved_tokens", "usage_confidence", "engine",
-                         "model", "mode", "stop_reason", "reviewed_since")
+                         "model", "mode", "stop_reason", "reviewed_since", "cost_usd")
 _LATEST_COLUMNS: Final = ("stop_reason", "used_tokens", "usage_confidence",
                           "reserved_tokens", "mode")
 

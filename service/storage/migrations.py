@@ -233,4 +233,21 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "CREATE INDEX IF NOT EXISTS runs_unpurged ON runs (repo, pr_number)"
         " WHERE content_purged_at IS NULL",
     ),
+    # 28: each trigger's check run, as it should show on GitHub and as GitHub was last
+    # told (service.storage.checks): one row per trigger and head, written in the
+    # transaction of the event that changes it, pushed to GitHub by the check-run loop.
+    # version counts what should show; shown_version what was pushed; a create attempted
+    # but not recorded (create_started_at without check_run_id) is looked up by its
+    # external_id before another is made. checks_owed serves the push scan.
+    (
+        "CREATE TABLE IF NOT EXISTS checks ("
+        "dedupe_key TEXT NOT NULL, head_sha TEXT NOT NULL, repo TEXT NOT NULL,"
+        " pr_number INTEGER NOT NULL, name TEXT NOT NULL, status TEXT NOT NULL,"
+        " conclusion TEXT, title TEXT NOT NULL, summary TEXT NOT NULL, details_url TEXT,"
+        " version INTEGER NOT NULL, shown_version INTEGER NOT NULL DEFAULT 0,"
+        " check_run_id INTEGER, create_started_at TEXT, lease_until TEXT,"
+        " updated_at TEXT NOT NULL, PRIMARY KEY (dedupe_key, head_sha))",
+        "CREATE INDEX IF NOT EXISTS checks_owed ON checks (updated_at)"
+        " WHERE version > shown_version",
+    ),
 )

@@ -1,9 +1,10 @@
 """The ``notices`` table: at most one notice per trigger (the primary key is the rule).
 
 A notice tells the person who asked why their request has not run (the budget refused
-it, or the change was too large for one run). The row is written *before* the post
-(``claim``), so two passes cannot both post; a post that failed for now drops the row
-again (``unclaim``) so the next pass retries; a posted one records its comment id.
+it, the change was too large for one run, or every attempt failed). The row is written
+*before* the post (``claim``), so two passes cannot both post; a post that failed for now
+drops the row again (``unclaim``) so the next pass retries; a posted one records its
+comment id.
 The two candidate queries read the queue, ledger and runs beside it, but only to find
 which triggers may be owed a notice: this module writes nothing but ``notices``.
 """
@@ -14,11 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from service.storage.database import Transaction
-from service.storage.queue import PENDING
+from service.storage.queue import ABANDONED, PENDING
 from service.storage.times import to_db_time
 
-__all__ = ["Candidate", "claim", "pending_mentions", "posted", "preflight_refusals",
-           "unclaim"]
+__all__ = ["Candidate", "abandoned_mentions", "claim", "pending_mentions", "posted",
+           "preflight_refusals", "unclaim"]
 
 _PENDING_MENTIONS = f"""
 SELECT q.dedupe_key, q.repo, q.pr_number, q.comment_id, q.comment_source, q.command
@@ -40,6 +41,18 @@ SELECT q.dedupe_key, q.repo, q.pr_number, q.comment_id, q.comment_source, q.comm
  ORDER BY l.reserved_at LIMIT :limit
 """
 
+# Mentions every attempt of which failed (engine unavailable, infrastructure), with the
+# last attempt's stop reason.
+_ABANDONED = f"""
+SELECT q.dedupe_key, q.repo, q.pr_number, q.comment_id, q.comment_source, q.command,
+       (SELECT l.stop_reason FROM ledger l WHERE l.dedupe_key = q.dedupe_key
+         AND l.settled_at IS NOT NULL ORDER BY l.id DESC LIMIT 1)
+  FROM queue q
+ WHERE q.status = '{ABANDONED}' AND q.kind = 'mention' AND q.enqueued_at >= :since
+   AND NOT EXISTS (SELECT 1 FROM notices n WHERE n.dedupe_key = q.dedupe_key)
+ ORDER BY q.enqueued_at, q.dedupe_key LIMIT :limit
+"""
+
 _CLAIM = """
 INSERT INTO notices (dedupe_key, kind, comment_id, posted_at) VALUES (:key, :kind, NULL, :now)
 ON CONFLICT (dedupe_key) DO NOTHING
@@ -58,6 +71,7 @@ class Candidate:
     comment_id: int | None
     comment_source: str | None
     command: str
+    stop_reason: str | None = None  # an abandoned one's last attempt
 
 
 def pending_mentions(tx: Transaction, limit: int) -> list[Candidate]:
@@ -68,6 +82,12 @@ def pending_mentions(tx: Transaction, limit: int) -> list[Candidate]:
 def preflight_refusals(tx: Transaction, since: datetime, limit: int) -> list[Candidate]:
     """Mentions the worker refused before running them (since ``since``), with no notice."""
     return [Candidate(*row) for row in tx.execute(_PREFLIGHT, {"since": to_db_time(since),
+                                                               "limit": limit})]
+
+
+def abandoned_mentions(tx: Transaction, since: datetime, limit: int) -> list[Candidate]:
+    """Mentions enqueued since ``since`` that used every attempt, with no notice."""
+    return [Candidate(*row) for row in tx.execute(_ABANDONED, {"since": to_db_time(since),
                                                                "limit": limit})]
 
 

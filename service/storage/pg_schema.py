@@ -111,4 +111,14 @@ PG_MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         f"CREATE TABLE notices (dedupe_key {_T} PRIMARY KEY, kind {_T} NOT NULL,"
         f" comment_id BIGINT, posted_at {_T} NOT NULL)",
     ),
+    # 2: SQLite's 28, each trigger's check run.
+    (
+        f"CREATE TABLE checks (dedupe_key {_T} NOT NULL, head_sha {_T} NOT NULL,"
+        f" repo {_T} NOT NULL, pr_number BIGINT NOT NULL, name {_T} NOT NULL,"
+        f" status {_T} NOT NULL, conclusion {_T}, title {_T} NOT NULL, summary {_T} NOT NULL,"
+        f" details_url {_T}, version BIGINT NOT NULL, shown_version BIGINT NOT NULL DEFAULT 0,"
+        f" check_run_id BIGINT, create_started_at {_T}, lease_until {_T},"
+        f" updated_at {_T} NOT NULL, PRIMARY KEY (dedupe_key, head_sha))",
+        "CREATE INDEX checks_owed ON checks (updated_at) WHERE version > shown_version",
+    ),
 )

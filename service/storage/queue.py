@@ -45,8 +45,10 @@ TERMINAL: Final = frozenset({DONE, ABANDONED, SUPERSEDED})
 #: ``claim`` from CLAIMED is the reclaim of an expired lease; ``abandon`` is a row that
 #: has used every attempt and is no longer leased; ``recover`` hands back a row whose
 #: worker died (its lease lapsed) at the start of every claim, admitted or not, so a dead
-#: lease never outlives the next claim; ``supersede`` is an older pending
-#: ``pr_opened`` replaced by a newer head of the same pull request; ``cancel`` is a
+#: lease never outlives the next claim; ``defer`` hands a row back *without* counting its
+#: attempt (the plan's usage limit stopped it: not the trigger's fault); ``supersede`` is
+#: an older pending ``pr_opened`` replaced by a newer head of the same pull request;
+#: ``cancel`` is a
 #: pending row whose pull request closed before anyone claimed it; ``revive`` is the same
 #: trigger arriving again for a cancelled row (the pull request reopened at the same head,
 #: which builds the same dedupe key): without it that head could never be reviewed.
@@ -55,6 +57,7 @@ TRANSITIONS: Final[dict[tuple[str, str], str]] = {
     ("claim", CLAIMED): CLAIMED,
     ("finish", CLAIMED): DONE,
     ("release", CLAIMED): PENDING,
+    ("defer", CLAIMED): PENDING,
     ("recover", CLAIMED): PENDING,
     ("abandon", PENDING): ABANDONED,
     ("abandon", CLAIMED): ABANDONED,
@@ -181,6 +184,14 @@ UPDATE queue SET status = '{target("finish")}', leased_until = NULL
 _RELEASE = f"""
 UPDATE queue SET status = '{target("release")}', leased_until = :not_before, owner = NULL
  WHERE dedupe_key = :key AND owner = :owner AND status IN {_in("release")}
+"""
+
+# The attempt is given back: the plan's usage limit stopped the run, which says nothing
+# about the trigger, so waiting for the reset must not use up its attempts.
+_DEFER = f"""
+UPDATE queue SET status = '{target("defer")}', leased_until = :not_before, owner = NULL,
+                 attempts = attempts - 1
+ WHERE dedupe_key = :key AND owner = :owner AND status IN {_in("defer")}
 """
 
 _RENEW = f"""
@@ -596,6 +607,14 @@ class ReviewQueue:
                   "not_before": None if not_before is None else to_db_time(not_before)}
         with self._store.transaction(concurrent=True) as conn:
             return conn.execute(_RELEASE, params).rowcount == 1
+
+    def defer_in(self, conn: Transaction, dedupe_key: str, owner: str, *,
+                 until: datetime) -> bool:
+        """Hand the row back as pending until ``until`` *with its attempt uncounted* (the
+        plan's usage limit stopped the run) if ``owner`` holds it, in the caller's
+        transaction (the settle that trips the breaker)."""
+        return conn.execute(_DEFER, {"key": dedupe_key, "owner": owner,
+                                     "not_before": to_db_time(until)}).rowcount == 1
 
     def renew(self, dedupe_key: str, owner: str, *, now: datetime) -> bool:
         """Extend a held lease to ``now + lease``; False if the lease is no longer ours."""

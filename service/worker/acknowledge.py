@@ -34,6 +34,7 @@ from typing import Final
 
 import anyio
 
+from service.nap import Nap
 from service.storage import Database
 from service.storage.queue import Claim, Lease, recent_pending
 from service.worker.ports import Acknowledger, Publisher
@@ -62,8 +63,7 @@ class EarlyAck:
         # key -> who acknowledges it: "early" (posting or posted here), "job" (the
         # worker is), "failed" (it failed here; the job may try).
         self._owners: OrderedDict[str, str] = OrderedDict()
-        self._wake = asyncio.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._nap = Nap()
 
     def acknowledged(self, key: str) -> bool:
         """True when the 👀 for ``key`` is posted (or being posted) here."""
@@ -81,35 +81,17 @@ class EarlyAck:
 
     def wake(self) -> None:
         """Look now: new work was queued. Safe from any thread."""
-        loop = self._loop
-        if loop is None or not loop.is_running():
-            self._wake.set()
-            return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            self._wake.set()
-        else:
-            loop.call_soon_threadsafe(self._wake.set)
+        self._nap.wake()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Acknowledge until ``stop`` is set: at each wake-up, and every ``interval``."""
-        self._loop = asyncio.get_running_loop()
         while not stop.is_set():
-            self._wake.clear()
+            self._nap.begin()
             try:
                 await self.sweep()
             except Exception:  # a store or GitHub fault: the job still acknowledges
                 log.exception("early acknowledgement failed; the workers will acknowledge")
-            with anyio.move_on_after(self._interval):
-                async with anyio.create_task_group() as tg:
-                    async def wait(event: asyncio.Event) -> None:
-                        await event.wait()
-                        tg.cancel_scope.cancel()
-                    tg.start_soon(wait, self._wake)
-                    tg.start_soon(wait, stop)
+            await self._nap(stop, self._interval)
 
     async def sweep(self) -> int:
         """Acknowledge every recent pending row not yet seen here; how many were posted."""

@@ -28,7 +28,9 @@ from typing import Final
 import anyio
 
 from service.budget import Governor, Usage
-from service.config import Config, EngineConfig, ReviewConfig, TriggersConfig
+from service.checks import text
+from service.checks.marks import CheckMarks
+from service.config import ChecksConfig, Config, EngineConfig, ReviewConfig, TriggersConfig
 from service.engine.base import Engine, EngineRequest, EngineResult, ReviewMode, unknown_usage
 from service.github import GitHubClient
 from service.github.pulls import PullRequest, read_pull
@@ -75,6 +77,8 @@ class JobSettings:
     max_turns: int = EngineConfig.max_turns
     wall_clock_seconds: float = float(EngineConfig.wall_clock_seconds)
     auto_review: bool = TriggersConfig.auto_review
+    mention: str = TriggersConfig.mention
+    checks: ChecksConfig = field(default_factory=ChecksConfig)
     estimate_default: Estimator = field(default_factory=Estimator)
     engine_grace_seconds: float = ENGINE_GRACE_SECONDS
     guideline_paths: tuple[str, ...] = GUIDELINE_PATHS
@@ -87,7 +91,8 @@ class JobSettings:
                    max_diff_lines=config.review.max_diff_lines,
                    max_turns=config.engine.max_turns,
                    wall_clock_seconds=float(config.engine.wall_clock_seconds),
-                   auto_review=config.triggers.auto_review)
+                   auto_review=config.triggers.auto_review,
+                   mention=config.triggers.mention, checks=config.checks)
 
 
 @dataclass
@@ -148,7 +153,9 @@ class JobRunner:
         settings: JobSettings | None = None,
         health: Health | None = None,
     ) -> None:
-        self._store = Settlement(store, queue, governor, clock)
+        self.settings = settings or JobSettings()
+        self._store = Settlement(store, queue, governor, clock,
+                                 CheckMarks(lambda: self.settings.checks))
         self._health = health
         self._governor = governor
         self._github = github
@@ -157,7 +164,6 @@ class JobRunner:
         self._engine = engine
         self._publisher = publisher
         self._clock = clock
-        self.settings = settings or JobSettings()
 
     async def __call__(self, claim: Claim) -> None:
         progress = _Progress()
@@ -197,7 +203,8 @@ class JobRunner:
         installation = await self._installations(claim.repo)
         pull = await read_pull(self._github, installation, claim.repo, claim.pr_number)
         if not pull.open:
-            await self._store.settle_zero(claim, "closed")
+            await self._store.settle_zero(claim, "closed", check=text.closed(pull.merged),
+                                          head_sha=claim.head_sha or pull.head_sha)
             progress.done = True
             log.info("pull request %s; nothing to review", "merged" if pull.merged else "closed",
                      extra=extra)
@@ -206,6 +213,7 @@ class JobRunner:
             await self._supersede(claim, pull, extra)
             progress.done = True
             return None
+        await self._store.started(claim, pull.head_sha)
 
         bare, pull = await self._checkout(claim, pull, installation)
         since = await self._since(claim, pull, bare, extra)
@@ -216,7 +224,11 @@ class JobRunner:
         if not selection.files:
             if selection.truncated:
                 log.warning("every file is over review.max_diff_lines; refused", extra=extra)
-                await self._store.settle_zero(claim, "refused")
+                sizes = [o.lines for o in selection.omitted if o.reason == "max_diff_lines"]
+                await self._store.settle_zero(
+                    claim, "refused", head_sha=pull.head_sha, check=text.refused_size(
+                        len(sizes), max(sizes), self.settings.max_diff_lines,
+                        self.settings.mention))
             else:
                 await self._nothing_to_review(claim, pull, since, selection, extra)
             progress.done = True
@@ -228,7 +240,9 @@ class JobRunner:
         if estimate > reserved:
             log.warning("pre-flight estimate %d tokens exceeds the run's %d; refused",
                         estimate, reserved, extra={**extra, "fitted": estimator.samples})
-            await self._store.settle_zero(claim, "refused")
+            await self._store.settle_zero(
+                claim, "refused", head_sha=pull.head_sha, check=text.refused_estimate(
+                    estimate, reserved, selection.lines, self.settings.mention))
             progress.done = True
             return None
         return _Plan(pull=pull, bare=bare, since=since, selection=selection, reserved=reserved,
@@ -257,6 +271,13 @@ class JobRunner:
                         result.detail, extra=plan.extra)
             await self._give_back(claim, progress, retry_in=self._retry_delay(claim),
                                   stop_reason="engine_unavailable")
+            return
+        if result.stop_reason == "usage_limit":
+            # The plan's limit, not the trigger: the row waits for the reset and runs
+            # again by itself, its attempt uncounted (the breaker trips in the settle).
+            await self._store.defer_for_plan(claim, priced(result),
+                                             result.usage_limit_resets_at)
+            progress.done = True
             return
 
         run = RecordedRun(
@@ -397,7 +418,9 @@ class JobRunner:
                             actor_id=pull.author_id, head_sha=pull.head_sha)
         log.info("superseded: the head moved to %s", pull.head_sha,
                  extra={**extra, "requeued": follow_up is not None})
-        await self._store.settle_zero(claim, "refused", enqueue=follow_up)
+        await self._store.settle_zero(claim, "refused", enqueue=follow_up,
+                                      head_sha=claim.head_sha or pull.head_sha,
+                                      check=text.superseded(pull.head_sha))
 
     async def _nothing_to_review(self, claim: Claim, pull: PullRequest, since: str | None,
                                  selection: Selection, extra: dict[str, object]) -> None:

@@ -8,7 +8,13 @@ write lock and no transaction is ever open across a GitHub, git or engine call:
   for a superseded head, enqueue the current one) together;
 - ``commit``: settle with the engine's usage, write the ``runs`` row and finish the row
   together, before anything is published;
-- ``give_back``: something broke — settle as ``infrastructure`` and release the row.
+- ``give_back``: something broke — settle as ``infrastructure`` and release the row;
+- ``defer_for_plan``: the plan's usage limit stopped the run — settle, trip the breaker and
+  hand the row back until the reset with its attempt uncounted.
+
+Each also writes what the trigger's check run should show (``CheckMarks``) in the same
+transaction: ``started`` when the job knows the head it reviews, the ending with the
+ending. A wait (a retry, a plan limit) is worded by the check-run loop from the store.
 
 A settle that finds no open reservation of this owner (the lease lapsed and another claim
 closed it as ``lost``) writes nothing, and the caller drops its result.
@@ -24,8 +30,12 @@ from typing import Final, TypeVar
 import anyio
 
 from service.budget import Governor, Usage
+from service.budget.breaker import read_breaker
+from service.checks import text
+from service.checks.marks import CheckMarks
 from service.jobs import Job
 from service.storage import Database, Transaction
+from service.storage.checks import CheckState
 from service.storage.queue import Claim, ReviewQueue
 from service.worker.record import RecordedRun, record_run
 
@@ -33,6 +43,10 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Clock = Callable[[], datetime]
+
+#: How long a row waits after a usage limit when neither the engine nor the breaker says
+#: until when (the breaker records a trip of its own length, so this is a fallback).
+PLAN_WAIT: Final = timedelta(minutes=30)
 
 #: Settling at zero: nothing ran, nothing was spent.
 NOTHING_SPENT: Final = Usage(tokens=0, confidence="exact", engine=None, model=None)
@@ -48,11 +62,24 @@ class Settlement:
     """The store side of a job (see the module docstring)."""
 
     def __init__(self, store: Database, queue: ReviewQueue, governor: Governor,
-                 clock: Clock) -> None:
+                 clock: Clock, marks: CheckMarks) -> None:
         self._store = store
         self._queue = queue
         self._governor = governor
         self._clock = clock
+        self._marks = marks
+
+    async def started(self, claim: Claim, head_sha: str) -> None:
+        """The job reviews ``head_sha``: its check run shows it in progress."""
+        now = self._clock()
+        target = self._marks.target(claim.dedupe_key, claim.command, claim.repo,
+                                    claim.pr_number, head_sha)
+
+        def work() -> None:
+            with self._store.transaction() as conn:
+                self._marks.start(conn, target, claim.attempts, now)
+        if self._marks.enabled:
+            await anyio.to_thread.run_sync(work)
 
     async def read(self, fn: Callable[..., T], *args: object) -> T:
         """``fn(conn, *args)`` in one read transaction."""
@@ -67,10 +94,13 @@ class Settlement:
         return await anyio.to_thread.run_sync(
             lambda: self._queue.renew(claim.dedupe_key, claim.owner, now=now))
 
-    async def settle_zero(self, claim: Claim, stop_reason: str, *,
-                          enqueue: Job | None = None) -> bool:
-        """Settle at zero, finish the row, enqueue ``enqueue``: together or not at all."""
+    async def settle_zero(self, claim: Claim, stop_reason: str, *, head_sha: str,
+                          check: CheckState, enqueue: Job | None = None) -> bool:
+        """Settle at zero, finish the row, end the trigger's check run on ``head_sha`` (and
+        any other open one) with ``check``, enqueue ``enqueue``: together or not at all."""
         now = self._clock()
+        target = self._marks.target(claim.dedupe_key, claim.command, claim.repo,
+                                    claim.pr_number, head_sha)
 
         def work() -> bool:
             with self._store.transaction() as conn:
@@ -78,6 +108,7 @@ class Settlement:
                                              stop_reason=stop_reason, conn=conn):
                     return False
                 self._finish(conn, claim)
+                self._marks.end(conn, target, check, now)
                 if enqueue is not None:
                     self._queue.enqueue(enqueue, now=now, conn=conn)
                 return True
@@ -98,6 +129,10 @@ class Settlement:
                     return False
                 record_run(conn, run)
                 self._finish(conn, claim)
+                what = "description" if claim.command == "describe" else "review"
+                self._marks.show(conn, self._marks.target(
+                    claim.dedupe_key, claim.command, claim.repo, claim.pr_number,
+                    run.head_sha), text.posting(what), now)
                 return True
         committed = await anyio.to_thread.run_sync(work)
         if not committed:
@@ -135,6 +170,30 @@ class Settlement:
                     extra={**extra, "retry_at": None if not_before is None or not released
                            else not_before.isoformat()})
         return released
+
+    async def defer_for_plan(self, claim: Claim, usage: Usage,
+                             resets_at: datetime | None) -> bool:
+        """The plan's usage limit stopped the run: settle what it spent as ``usage_limit``
+        (which trips the breaker), and hand the row back, its attempt uncounted, until the
+        reset — the engine's word, else the breaker's trip, else ``PLAN_WAIT`` — so it runs
+        again by itself. False (nothing written) when the reservation is no longer ours."""
+        now = self._clock()
+
+        def work() -> datetime | None:
+            with self._store.transaction() as conn:
+                if not self._governor.settle(claim, usage, now=now, stop_reason="usage_limit",
+                                             resets_at=resets_at, conn=conn):
+                    return None
+                until = (max(resets_at, now) if resets_at is not None
+                         else read_breaker(conn).tripped_until or now + PLAN_WAIT)
+                self._queue.defer_in(conn, claim.dedupe_key, claim.owner, until=until)
+                return until
+        until = await anyio.to_thread.run_sync(work)
+        if until is not None:
+            log.warning("the plan's usage limit stopped the run; it waits until %s and runs "
+                        "again then (the attempt is not counted)", until.isoformat(),
+                        extra=log_extra(claim))
+        return until is not None
 
     def _finish(self, conn: Transaction, claim: Claim,
                 extra: Mapping[str, object] | None = None) -> None:

@@ -14,7 +14,8 @@ from what GitHub (the simulator) actually shows:
 - ``lost``: no queue row at all (must be 0).
 
 Independently of the classes: no dedupe key's run marker appears on GitHub more than
-once (posted twice, must be 0), nor any notice marker; for every trigger the ledger
+once (posted twice, must be 0), nor any notice marker; every trigger has a check run on
+GitHub, exactly one per head it was shown on, each ``completed``; for every trigger the ledger
 charges at least what the engine reported across all its attempts, with no more ledger
 rows than attempts (none charged twice); and no budget window was ever over its limit,
 checked at every ledger row's reservation instant with the limits in force then.
@@ -238,12 +239,32 @@ def classify(triggers: Sequence[Trigger], *, queue: Sequence[Mapping[str, Any]],
     for key in run_markers:
         if key not in queue_by:
             problems.append(f"a post carries the marker of {key}, which was never queued")
+    problems += check_run_problems(triggers, posts.get("check_runs", []))
     return Report(
         verdicts=verdicts, posted_twice=posted_twice, notices_twice=notices_twice,
         undercharged=[v for v in verdicts if v.charged < v.reported],
         window_breaches=window_breaches(ledger, limits), stray_engine_runs=stray,
         open_reservations=sum(1 for r in ledger if r["settled_at"] is None),
         ledger_rows=len(ledger), problems=problems)
+
+
+def check_run_problems(triggers: Sequence[Trigger],
+                       check_runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each trigger's check runs on GitHub: at least one, one per head, all completed."""
+    by_key: dict[str, list[Mapping[str, Any]]] = {}
+    for run in check_runs:
+        by_key.setdefault(str(run["external_id"]), []).append(run)
+    problems = []
+    for trigger in triggers:
+        runs = by_key.get(trigger.key, [])
+        heads = Counter(str(run["head_sha"]) for run in runs)
+        if not runs:
+            problems.append(f"{trigger.key}: no check run")
+        problems += [f"{trigger.key}: {n} check runs on {head}"
+                     for head, n in heads.items() if n > 1]
+        problems += [f"{trigger.key}: check run on {run['head_sha']} left {run['status']}"
+                     f" ({run['title']})" for run in runs if run["status"] != "completed"]
+    return problems
 
 
 def _judge(verdict: Verdict, row: Mapping[str, Any], run: Mapping[str, Any] | None,

@@ -40,11 +40,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from service.budget import Governor
+from service.checks.loop import CheckRuns
 from service.config import load_config
 from service.github import GitHubClient
 from service.publisher import GitHubPublisher, republish_pending
 from service.storage import from_db_time
 from service.storage.open import open_store
+from service.storage.queue import ReviewQueue
 from service.worker.installations import Installations
 from tests.chaos.accounting import Limits, Report, Trigger, charge, classify
 from tests.chaos.rig import ROOT, SLUG, ChaosRig, RigSettings
@@ -403,6 +406,8 @@ def quiescent(rig: ChaosRig, keys: list[str]) -> bool:
                                                              "FROM queue")}
     if any(queue.get(key) in (None, "pending", "claimed") for key in keys):
         return False
+    if rig.rows("SELECT 1 FROM checks WHERE version > shown_version OR status != 'completed'"):
+        return False  # a check run GitHub has not been told the ending of
     return not rig.rows("SELECT 1 FROM runs WHERE publish_outcome IS NULL "
                         "AND publish_failed_at IS NULL AND content_purged_at IS NULL")
 
@@ -429,6 +434,16 @@ async def publish_after_lease(rig: ChaosRig, config_path: Path) -> int:
                 if not count:
                     break
                 total += count
+            # ... and its check-run loop tells GitHub how those runs ended.
+            governor = Governor(store, config.budget, publish=False)
+            check_runs = CheckRuns(
+                store=store, github=github, installations=Installations(store, github),
+                governor=governor, config=lambda: config.checks,
+                publish=lambda: config.publish, clock=later,
+                max_attempts=ReviewQueue(store).max_attempts)
+            for _ in range(10):
+                if not await check_runs.sync(later()):
+                    break
     finally:
         store.close()
     return total

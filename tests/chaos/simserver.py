@@ -117,6 +117,10 @@ class ChaosApp:
             "pull_bodies": [{"repo": repos[pr.issue.repo_id], "number": pr.number,
                              "body": pr.issue.body} for pr in world.pulls.values()],
             "reactions": reactions,
+            "check_runs": [{"id": c.id, "repo": repos[c.repo_id], "head_sha": c.head_sha,
+                            "name": c.name, "external_id": c.external_id,
+                            "status": c.status, "conclusion": c.conclusion, "title": c.title}
+                           for c in world.check_runs.values()],
         }
 
 

@@ -193,6 +193,28 @@ class ReviewComment:
 
 
 @dataclass
+class CheckRun:
+    """A check run an App created on a commit (``POST /repos/{o}/{r}/check-runs``)."""
+
+    id: int
+    repo_id: int
+    app_id: int
+    name: str
+    head_sha: str
+    status: str
+    conclusion: str | None
+    external_id: str | None
+    details_url: str | None
+    title: str | None
+    summary: str | None
+    text: str | None
+    started_at: datetime
+    completed_at: datetime | None
+    check_suite_id: int
+    history: list[tuple[str, str | None]] = field(default_factory=list)  # (status, conclusion)
+
+
+@dataclass
 class Token:
     """An installation access token. ``value`` is the secret; never log it."""
 

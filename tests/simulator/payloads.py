@@ -17,6 +17,7 @@ from .diffs import FileDiff
 from .models import (
     REACTION_CONTENTS,
     App,
+    CheckRun,
     Installation,
     Issue,
     IssueComment,
@@ -448,6 +449,23 @@ class Renderer:
         if review.submitted_at is not None:
             out["submitted_at"] = iso(review.submitted_at)
         return out
+
+    def check_run(self, run: CheckRun) -> Json:
+        repo = self.world.repos[run.repo_id]
+        url = f"{self.api}/repos/{repo.full_name}/check-runs/{run.id}"
+        html = f"{self.web}/{repo.full_name}/runs/{run.id}"
+        app = self.world.apps[run.app_id]
+        return {
+            "id": run.id, "node_id": node_id("CR", run.id), "head_sha": run.head_sha,
+            "external_id": run.external_id or "", "url": url, "html_url": html,
+            "details_url": run.details_url or html, "status": run.status,
+            "conclusion": run.conclusion, "started_at": iso(run.started_at),
+            "completed_at": iso(run.completed_at) if run.completed_at else None,
+            "output": {"title": run.title, "summary": run.summary, "text": run.text,
+                       "annotations_count": 0, "annotations_url": f"{url}/annotations"},
+            "name": run.name, "check_suite": {"id": run.check_suite_id},
+            "app": self.app(app), "pull_requests": [],
+        }
 
     def reaction(self, reaction: Reaction) -> Json:
         return {"id": reaction.id, "node_id": node_id("REA", reaction.id),

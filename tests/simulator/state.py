@@ -31,6 +31,7 @@ from .limits import RateLimiter
 from .manifest import ManifestFlow
 from .models import (
     App,
+    CheckRun,
     Installation,
     Issue,
     IssueComment,
@@ -75,6 +76,7 @@ class World(Activity, ManifestFlow):
         self.issue_comments: dict[int, IssueComment] = {}
         self.review_comments: dict[int, ReviewComment] = {}
         self.reviews: dict[int, Review] = {}
+        self.check_runs: dict[int, CheckRun] = {}
         self.tokens: dict[str, Token] = {}
         self.manifest_codes: dict[str, ManifestCode] = {}
         self._ids = itertools.count(1_000_001)

@@ -28,6 +28,19 @@ ERRATA: dict[tuple[str, str, tuple[str, ...]], tuple[str, str, str]] = {
 }
 
 
+#: Statuses GitHub answers a route with that its description leaves out, and why they are
+#: known to happen. Their bodies are GitHub's usual error shape, checked as such.
+UNDOCUMENTED: dict[tuple[str, str], str] = {
+    ("POST /repos/{owner}/{repo}/check-runs", "422"):
+        "the description lists only 201, yet a head_sha the repository lacks is answered "
+        '422 "No commit found for SHA: …", and a completed status without a conclusion, an '
+        "unknown status or conclusion, or an output without its summary are 422 "
+        "Validation Failed, as the Checks guide and its users report",
+    ("PATCH /repos/{owner}/{repo}/check-runs/{check_run_id}", "422"):
+        "the same validations as the create, on the fields an update gives",
+}
+
+
 def _json_schema(node: Any) -> Any:
     """OpenAPI 3.0 to JSON Schema: ``nullable: true`` becomes a ``null`` alternative."""
     if isinstance(node, list):
@@ -78,6 +91,8 @@ def problems(method: str, template: str, status: int, body: Any) -> list[str]:
     if str(status) not in responses:
         if status in (304, 401, 403, 404, 429, 500, 502, 503):
             return []  # answered by every route (rate limits, auth, outages)
+        if (op, str(status)) in UNDOCUMENTED:
+            return _error_shape(op, status, body)
         return [f"{op}: GitHub documents no {status} answer (only {sorted(responses)})"]
     validator = responses[str(status)]
     if validator is None:
@@ -87,6 +102,14 @@ def problems(method: str, template: str, status: int, body: Any) -> list[str]:
         where = "/".join(str(p) for p in error.absolute_path) or "(body)"
         found.append(f"{op} {status} at {where}: {error.message[:200]}")
     return sorted(set(found))
+
+
+def _error_shape(op: str, status: int, body: Any) -> list[str]:
+    """GitHub's error body: a ``message`` string, a ``documentation_url``, maybe ``errors``."""
+    if not isinstance(body, dict) or not isinstance(body.get("message"), str) \
+            or not isinstance(body.get("documentation_url"), str):
+        return [f"{op} {status}: not GitHub's error shape"]
+    return []
 
 
 def _leaves(errors: Any) -> Any:
