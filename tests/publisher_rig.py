@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 
 from service.budget import Governor, Usage
-from service.checks import text
 from service.checks.loop import CheckRuns
 from service.checks.marks import CheckMarks
 from service.config import BudgetConfig, ChecksConfig, PublishConfig
@@ -226,8 +225,6 @@ class Rig:
                                         conn=conn)
             record_run(conn, run)
             assert self.queue.finish_in(conn, claim.dedupe_key, claim.owner)
-            marks.show(conn, target, text.posting(
-                "description" if claim.command == "describe" else "review"), self.now())
         return run
 
     def settle_refused(self, job: Job) -> Claim:

@@ -55,6 +55,8 @@ log = logging.getLogger(__name__)
 INTERVAL: Final = 2.0
 #: Rows looked at per step and pass.
 BATCH: Final = 50
+#: Passes after which waits are worded again although nothing waiting changed.
+WAITS_EVERY: Final = 5
 #: A mention whose pull request could not be read is tried again after this long.
 HEAD_RETRY: Final = timedelta(minutes=1)
 #: Stop reasons after which a pending row waits for a retry.
@@ -86,7 +88,9 @@ class CheckRuns:
         self._marks = CheckMarks(config)
         self._pusher = Pusher(store=store, github=github, installations=installations,
                               clock=clock, health=health)
-        self._unread: dict[str, datetime] = {}  # a mention whose head GitHub did not give
+        self._unread: dict[str, datetime] = {}
+        self._waits_seen: tuple[object, ...] = ()
+        self._passes = 0  # a mention whose head GitHub did not give
         self._nap = Nap()
 
     def wake(self) -> None:
@@ -168,8 +172,14 @@ class CheckRuns:
 
     async def _word_waits(self, now: datetime) -> None:
         rows = await read(self._store, self._waiting_claims, BATCH)
-        if not rows:
+        # The budget's answer is the costly part: asked again when what waits changed, and
+        # every few passes for what the clock alone changes (a window freeing up).
+        seen = tuple((w.dedupe_key, w.attempts, w.not_before, w.last_stop_reason)
+                     for w, _ in rows)
+        self._passes += 1
+        if not rows or (seen == self._waits_seen and self._passes % WAITS_EVERY):
             return
+        self._waits_seen = seen
         refusals = await self._store.run(self._governor.waiting, [c for _, c in rows], now)
         states = [(w.dedupe_key, self._wait_state(w, refusal, now))
                   for (w, _), refusal in zip(rows, refusals, strict=True)]

@@ -28,7 +28,6 @@ __all__ = [
     "moved",
     "not_posted",
     "nothing_to_review",
-    "posting",
     "queued",
     "refused_estimate",
     "refused_size",
@@ -142,12 +141,6 @@ def reviewing(what: str, head_sha: str, attempt: int) -> CheckState:
     verb = "Describing" if what == "description" else "Reviewing"
     return CheckState(IN_PROGRESS, f"{verb} {head_sha[:7]}{again}",
                       f"A worker is writing the {what} of {_sha(head_sha)}{again}.")
-
-
-def posting(what: str) -> CheckState:
-    """The run is recorded; the post to the pull request is on its way."""
-    return CheckState(IN_PROGRESS, f"Posting the {what}",
-                      f"The {what} is done and recorded; it is being posted.")
 
 
 # -- completed -------------------------------------------------------------------------

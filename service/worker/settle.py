@@ -12,9 +12,11 @@ write lock and no transaction is ever open across a GitHub, git or engine call:
 - ``defer_for_plan``: the plan's usage limit stopped the run — settle, trip the breaker and
   hand the row back until the reset with its attempt uncounted.
 
-Each also writes what the trigger's check run should show (``CheckMarks``) in the same
-transaction: ``started`` when the job knows the head it reviews, the ending with the
-ending. A wait (a retry, a plan limit) is worded by the check-run loop from the store.
+Each ending without an engine also writes what the trigger's check run should show
+(``CheckMarks``) in the same transaction, and ``started`` marks it in progress once the job
+knows the head it reviews. A recorded run stays in progress until the publisher ends it
+(every state is a paced write to GitHub, so none is spent on "posting"); a wait (a retry,
+a plan limit) is worded by the check-run loop from the store.
 
 A settle that finds no open reservation of this owner (the lease lapsed and another claim
 closed it as ``lost``) writes nothing, and the caller drops its result.
@@ -31,7 +33,6 @@ import anyio
 
 from service.budget import Governor, Usage
 from service.budget.breaker import read_breaker
-from service.checks import text
 from service.checks.marks import CheckMarks
 from service.jobs import Job
 from service.storage import Database, Transaction
@@ -129,10 +130,6 @@ class Settlement:
                     return False
                 record_run(conn, run)
                 self._finish(conn, claim)
-                what = "description" if claim.command == "describe" else "review"
-                self._marks.show(conn, self._marks.target(
-                    claim.dedupe_key, claim.command, claim.repo, claim.pr_number,
-                    run.head_sha), text.posting(what), now)
                 return True
         committed = await anyio.to_thread.run_sync(work)
         if not committed:
