@@ -32,6 +32,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                               *(rest[position:position + 1]))]
 
 
+@pytest.fixture
+def anyio_backend() -> str:
+    """The async tests run on asyncio (what uvicorn and the service run on)."""
+    return "asyncio"
+
+
 @pytest.fixture(autouse=True)
 def _the_simulator_answers_in_githubs_shapes() -> Iterator[None]:
     """Fail a test during which the GitHub simulator served a response that GitHub's own

@@ -8,11 +8,6 @@ import pytest
 from service.alongside import alongside
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def idle(_: anyio.CancelScope) -> None:
     await anyio.sleep_forever()
 

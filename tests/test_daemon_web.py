@@ -37,10 +37,6 @@ from tests.webhook_env import PREVIOUS_SECRET, SECRET, write_config
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 def free_port() -> int:
     with socket.socket() as sock:

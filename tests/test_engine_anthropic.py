@@ -37,10 +37,6 @@ REVIEW = {"summary": "Adds a token check.", "risk": "high", "findings": [FINDING
 Handler = Callable[[httpx.Request], Awaitable[httpx.Response]]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 def message(tool_input: dict[str, Any] | None = None, *, stop_reason: str = "tool_use",
             usage: dict[str, Any] | None = None, text: str | None = None) -> dict[str, Any]:

@@ -58,10 +58,6 @@ ANSWER = {
 FENCED_ANSWER = "Review done.\n```json\n" + json.dumps(ANSWER) + "\n```\n"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 @pytest.fixture
 def parent_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:

@@ -33,10 +33,6 @@ VALID = {"summary": "Adds a check.", "risk": "low", "findings": []}
 Handler = Callable[[httpx.Request], httpx.Response]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 def diff_of(lines: int) -> str:
     body = "".join(f"+    value_{n} = compute({n}, 'some text to review')\n"

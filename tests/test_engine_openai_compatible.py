@@ -32,10 +32,6 @@ REVIEW = {"summary": "Adds an import.", "risk": "low", "findings": [
      "body": "os/exec is not used; the build will fail."}]}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 def completion(content: str, *, finish: str = "stop", usage: Any = "default",
                model: str = "qwen2.5-coder:14b") -> dict[str, Any]:

@@ -44,10 +44,6 @@ ANSWER = "```json\n" + json.dumps({"summary": "Nothing to report.", "risk": "low
                                    "findings": []}) + "\n```"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 @pytest.fixture
 def host(tmp_path: Path) -> dict[str, Path]:

@@ -40,10 +40,6 @@ BASE = "https://api.github.com"
 LONG_TOKEN = "ghs_4242_" + "eyJ" + "a" * 200 + "." + "b" * 200 + "." + "c" * 100
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 @pytest.fixture(scope="module")
 def rsa_key() -> rsa.RSAPrivateKey:

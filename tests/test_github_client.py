@@ -46,10 +46,6 @@ BASE = "https://api.github.com"
 SECONDARY = "You have exceeded a secondary rate limit. Please wait a few minutes."
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 class FakeClock:
     def __init__(self) -> None:

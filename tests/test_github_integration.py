@@ -58,12 +58,6 @@ from tests.simulator import Settings, SimClock, SimulatorTransport
 from tests.simulator.harness import API, APP_ID, REPO, Harness
 from tests.simulator.records import fingerprint
 
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 # -- the leak guard ----------------------------------------------------------------------------
 
 

@@ -31,7 +31,6 @@ from tests.simulator import Settings
 from tests.simulator.harness import REPO
 
 # The shared fixtures (set-up and leak guard) of test_github_integration.py.
-anyio_backend = shared.anyio_backend
 env = shared.env
 guard = shared.guard
 make_env = shared.make_env

@@ -48,7 +48,6 @@ from tests.simulator.harness import APP_ID, REPO, SAMPLE_DIFF, Harness, app_key_
 from tests.simulator.webhooks import ContentType
 
 # The shared fixtures (set-up and leak guard) of test_github_integration.py.
-anyio_backend = shared.anyio_backend
 env = shared.env
 guard = shared.guard
 make_env = shared.make_env

@@ -33,11 +33,6 @@ from tests.queue_helpers import apply_one
 from tests.simulator.harness import APP_ID
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def opened_key(number: int, head: str | None = None) -> str:
     return f"pr_opened:{REPO}:{number}:{head or sha(number)}"
 

@@ -19,12 +19,6 @@ from tests.poller_rig import (
     sha,
 )
 
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 GADGETS = "acme/gadgets"
 
 

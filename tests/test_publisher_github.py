@@ -35,10 +35,6 @@ REVIEWS = f"/repos/{REPO}/pulls/*/reviews"
 ISSUE_COMMENTS = f"/repos/{REPO}/issues/*/comments"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 def posts(rig: Rig, glob: str) -> list[Any]:
     return list(rig.world.requests.matching("POST", glob))

@@ -21,10 +21,6 @@ from tests.publisher_rig import (
 ISSUE_COMMENTS = f"/repos/{REPO}/issues/*/comments"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 # Session allowance 20,000 tokens, 10,000 reserved per run: two runs spend it.
 RIG_BUDGET = budget(session=20_000, weekly=1_000_000, run=10_000)

@@ -14,11 +14,6 @@ from service.worker import Installations, JobRunner
 from tests.worker_helpers import REPO, build_sim, close_sim
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.mark.anyio
 async def test_a_mention_is_acknowledged_reviewed_and_published_once(tmp_path: Path) -> None:
     sim = build_sim(tmp_path)

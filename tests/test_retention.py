@@ -38,10 +38,6 @@ SELECT COUNT(*), SUM(used_tokens), SUM(reserved_tokens),
 """
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 def close(rig: Rig, number: int, *, merged: bool = True) -> None:
     """What both ingest paths do when they see the pull request close."""

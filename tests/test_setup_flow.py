@@ -44,10 +44,6 @@ budget:
 """
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 class Clock:
     def __init__(self) -> None:

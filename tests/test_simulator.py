@@ -8,7 +8,6 @@ import select
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,20 +19,13 @@ import pytest
 from tests.simulator import Settings, SimulatorTransport, sign
 from tests.simulator.auth import EXP_INVALID, EXP_TOO_FAR, IAT_INVALID, generate_app_key
 from tests.simulator.harness import APP_ID, REPO, Harness, app_key_pair, auth, bearer
+from tests.simulator_fixtures import harness_sim
+
+__all__ = ["harness_sim"]  # the fixtures
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[Harness]:
-    harness = Harness.create()
-    async with harness.client:
-        yield harness
 
 
 # -- JWT ---------------------------------------------------------------------------------

@@ -5,32 +5,20 @@ run changes it, and the listing for a commit with its filters and wrapper."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from tests.simulator.harness import REPO, Harness, auth
+from tests.simulator_fixtures import harness_sim, harness_token
+
+__all__ = ["harness_sim", "harness_token"]  # the fixtures
 
 RUNS = f"/repos/{REPO}/check-runs"
 HEAD = "b" * 40
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
-
-@pytest.fixture
-async def sim() -> AsyncIterator[Harness]:
-    harness = Harness.create()
-    async with harness.client:
-        yield harness
-
-
-@pytest.fixture
-async def token(sim: Harness) -> str:
-    return await sim.mint_token()
 
 
 def run(**extra: Any) -> dict[str, Any]:

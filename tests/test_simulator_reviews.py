@@ -3,7 +3,6 @@ to hunks, comments with since/sort/direction, and reactions."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -12,25 +11,14 @@ from tests.simulator import Settings
 from tests.simulator.diffs import parse_diff
 from tests.simulator.harness import REPO, SAMPLE_DIFF, Harness, auth
 from tests.simulator.reviews import LINE_UNRESOLVED, ONE_PENDING, PATH_UNRESOLVED
+from tests.simulator_fixtures import harness_sim, harness_token
+
+__all__ = ["harness_sim", "harness_token"]  # the fixtures
 
 REVIEWS = f"/repos/{REPO}/pulls/1/reviews"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
-
-@pytest.fixture
-async def sim() -> AsyncIterator[Harness]:
-    harness = Harness.create()
-    async with harness.client:
-        yield harness
-
-
-@pytest.fixture
-async def token(sim: Harness) -> str:
-    return await sim.mint_token()
 
 
 def comment(path: str = "src/app.py", line: int = 3, **extra: Any) -> dict[str, Any]:

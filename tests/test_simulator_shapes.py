@@ -17,11 +17,6 @@ from tests.simulator.openapi.validate import ERRATA, SUBSET, problems
 from tests.simulator.payloads import Renderer
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def test_the_description_covers_every_route_the_simulator_serves() -> None:
     served = {f"{r.method} {r.template}" for r in build_routes().routes}
     assert served == validate.operations()

@@ -20,12 +20,17 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from tests.simulator import GitRepo, WebhookSender, load_world, open_pull, push_to_pull, sign
-from tests.simulator.harness import REPO, SAMPLE_DIFF, Harness, app_key_pair, auth, bearer
+from tests.simulator.harness import (
+    REPO,
+    SAMPLE_DIFF,
+    Harness,
+    app_key_pair,
+    auth,
+    bearer,
+)
+from tests.simulator_fixtures import harness_sim
 
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+__all__ = ["harness_sim"]  # the fixtures
 
 
 class Receiver:
@@ -39,12 +44,6 @@ class Receiver:
         self.received.append((dict(request.headers), await request.body()))
         await Response(status_code=202)(scope, receive, send)
 
-
-@pytest.fixture
-async def sim() -> AsyncIterator[Harness]:
-    harness = Harness.create()
-    async with harness.client:
-        yield harness
 
 
 @pytest.fixture

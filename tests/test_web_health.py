@@ -16,10 +16,6 @@ from tests.webhook_env import NOW, Env, open_env
 INTERVAL = timedelta(seconds=300)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SqliteStore]:

@@ -36,11 +36,6 @@ from tests.webhook_env import (
 )
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(params=BACKENDS)
 async def env(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Env]:
     async with open_env(tmp_path, backend=request.param) as opened:

@@ -22,11 +22,6 @@ from tests.simulator.harness import REPO
 from tests.webhook_env import SECRET, Env, open_env, opened
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(params=BACKENDS)
 async def env(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Env]:
     async with open_env(tmp_path, backend=request.param) as opened_env:

@@ -2,30 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
 from service.engine.base import EngineRequest, EngineResult
 from service.storage import to_db_time
-from tests.worker_helpers import Sim, build_sim, close_sim
+from tests.worker_helpers import Sim, worker_sim
 
+__all__ = ["worker_sim"]  # the ``sim`` fixture
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def sim(tmp_path: Path) -> AsyncIterator[Sim]:
-    s = build_sim(tmp_path)
-    try:
-        yield s
-    finally:
-        await close_sim(s)
 
 
 def spend(sim: Sim, tokens: int) -> None:

@@ -5,7 +5,6 @@ with its attempt uncounted."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -19,23 +18,13 @@ from service.storage import checks
 from service.storage.checks import CheckRow
 from service.worker.estimate import Estimator
 from tests.simulator import push_to_pull
-from tests.worker_helpers import REPO, Sim, budget, build_sim, close_sim
+from tests.worker_helpers import REPO, Sim, budget, build_sim, close_sim, worker_sim
+
+__all__ = ["worker_sim"]  # the ``sim`` fixture
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def sim(tmp_path: Path) -> AsyncIterator[Sim]:
-    s = build_sim(tmp_path)
-    try:
-        yield s
-    finally:
-        await close_sim(s)
 
 
 def shown(sim: Sim, key: str) -> list[CheckRow]:

@@ -18,12 +18,6 @@ from service.worker.checkout import auth_header
 from tests.fake_claude import Scenario
 from tests.worker_helpers import REPO, build_sim, close_sim, files_under
 
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 ANSWER = {"summary": "Adds a constant.", "risk": "low", "findings": [
     {"path": "src/new.py", "line": 1, "side": "RIGHT", "start_line": None,
      "severity": "minor", "category": "style", "title": "Name the constant",

@@ -7,7 +7,6 @@ import json
 import re
 import shutil
 import stat
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -29,21 +28,11 @@ from tests.worker_helpers import (
     close_sim,
     contains_bytes,
     files_under,
+    worker_sim,
 )
 
+__all__ = ["worker_sim"]  # the ``sim`` fixture
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def sim(tmp_path: Path) -> AsyncIterator[Sim]:
-    s = build_sim(tmp_path)
-    try:
-        yield s
-    finally:
-        await close_sim(s)
 
 
 def _reactions(sim: Sim, number: int) -> list[str]:

@@ -26,10 +26,6 @@ from tests.worker_helpers import REPO, Sim, budget, build_sim, close_sim, files_
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 class Clock:
     def __init__(self) -> None:

@@ -40,10 +40,6 @@ from service.worker.ports import reaction_path
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 # -- globs and layer 2 ------------------------------------------------------------------------
 

@@ -4,11 +4,13 @@ real store, queue and governor, a fake engine, and a recording publisher."""
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from service.budget import Governor, Usage
 from service.config import BudgetConfig
@@ -216,3 +218,13 @@ def files_under(root: Path) -> list[Path]:
 def contains_bytes(root: Path, needle: bytes) -> list[Path]:
     """Every file under ``root`` whose bytes contain ``needle``."""
     return [p for p in files_under(root) if needle in p.read_bytes()]
+
+
+@pytest.fixture(name="sim")
+async def worker_sim(tmp_path: Path) -> AsyncIterator[Sim]:
+    """A ``Sim`` in ``tmp_path``, closed after the test (import it to use ``sim``)."""
+    s = build_sim(tmp_path)
+    try:
+        yield s
+    finally:
+        await close_sim(s)

@@ -24,11 +24,6 @@ from tests.poller_rig import (
 )
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def seeded(rig: PollerRig) -> None:
     rig.open_pull(1)
     rig.comment(1, "before the install")

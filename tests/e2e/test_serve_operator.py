@@ -34,11 +34,6 @@ from tests.e2e.harness import (
 )
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def cli(*argv: str) -> subprocess.CompletedProcess[str]:
     """``python -m service ARGV`` (the ``pr-review-agent`` command), its output captured."""
     return subprocess.run([sys.executable, "-m", "service", *argv], cwd=ROOT,

@@ -20,11 +20,6 @@ from tests.faults.rig import FaultRig
 from tests.worker_helpers import build_sim, close_sim
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def reactions(rig: FaultRig, key: str) -> list[float]:
     """Host-monotonic arrival of every 👀 POST for a mention's comment."""
     repo, comment_id = key.split(":")[1], key.rsplit(":", maxsplit=1)[-1]

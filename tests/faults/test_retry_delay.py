@@ -22,11 +22,6 @@ from service.storage.queue import ReviewQueue
 from tests.worker_helpers import build_sim, close_sim
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.mark.anyio
 async def test_a_job_failed_by_github_waits_before_its_next_attempt(tmp_path: Path) -> None:
     sim = build_sim(tmp_path)

@@ -27,10 +27,6 @@ from tests.simulator import SimulatorTransport
 REPO = "org1/repo1"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 @pytest.fixture(autouse=True)
 def quick_maintenance(monkeypatch: pytest.MonkeyPatch) -> None:
