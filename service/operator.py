@@ -206,7 +206,8 @@ class _Session:
         publisher = GitHubPublisher(
             store=self.store, github=self.github, installations=self.installations,
             clock=self.clock, config=lambda: config.publish, mention=config.triggers.mention,
-            bot_login=lambda: f"{identity.slug}[bot]" if identity.slug else None)
+            bot_login=lambda: f"{identity.slug}[bot]" if identity.slug else None,
+            checks=lambda: config.checks)
         return JobRunner(
             store=self.store, queue=self.queue, governor=self.governor, github=self.github,
             installations=self.installations,
