@@ -11,8 +11,37 @@ from typing import TextIO
 from service import __version__
 
 
+def _check_repository_file(path: str, out: TextIO, err: TextIO) -> int:
+    from service.repo_config.keys import FILE_PATH
+    from service.repo_config.parse import parse_repository_file
+
+    try:
+        with open(path, "rb") as file:
+            parsed = parse_repository_file(file.read())
+    except OSError as exc:
+        print(f"{path}: cannot be read ({exc.strerror or exc})", file=err)
+        return 2
+    if not parsed.ok:
+        print(f"{path}: {len(parsed.problems)} problem(s); a repository with this "
+              f"{FILE_PATH} is reviewed with the defaults until it is fixed", file=err)
+        for problem in parsed.problems:
+            print(f"  {problem}", file=err)
+        return 2
+    names = parsed.settings.names()
+    print(f"{path}: OK", file=out)
+    print(f"  sets: {', '.join(names) if names else 'nothing (every key at its default)'}",
+          file=out)
+    return 0
+
+
 def _check_config(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from service.config import ConfigError, MissingCredentials, describe_config, load_config
+
+    if (args.file is None) == (args.repository_file is None):
+        print("check-config: give a config FILE, or --repository-file FILE", file=err)
+        return 2
+    if args.repository_file is not None:
+        return _check_repository_file(args.repository_file, out, err)
 
     try:
         config = load_config(args.file, os.environ)
@@ -219,7 +248,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     check = sub.add_parser("check-config", help="validate a config file and print its limits")
-    check.add_argument("file", help="path to the YAML config")
+    check.add_argument("file", nargs="?", help="path to the YAML config")
+    check.add_argument("--repository-file", metavar="FILE",
+                       help="validate a repository's .github/pr-review-agent.yml instead")
     check.set_defaults(handler=_check_config)
 
     migrate = sub.add_parser("migrate", help="create or upgrade the store and print its version")

@@ -19,7 +19,7 @@ from service.config.schema import Config
 from service.config.secrets import read_text
 from service.config.validate import parse_config
 
-__all__ = ["load_config"]
+__all__ = ["load_config", "load_strict", "yaml_problem"]
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -60,13 +60,10 @@ def load_config(path: str | os.PathLike[str], environ: Mapping[str, str]) -> Con
         text = read_text(file)
     except ValueError as exc:
         raise ConfigError([f"config file: {exc}"]) from None
-    loader = _StrictLoader(text)
     try:
-        data = loader.get_single_data()
+        data, duplicates = load_strict(text)
     except yaml.YAMLError as exc:
-        raise ConfigError([_yaml_problem(exc)]) from None
-    finally:
-        loader.dispose()
+        raise ConfigError([yaml_problem(exc)]) from None
     if data is None:
         raise ConfigError([f"config file: {file} is empty"])
     # abspath, not resolve(): a config reached through a symlink (a Kubernetes secret mount)
@@ -75,15 +72,26 @@ def load_config(path: str | os.PathLike[str], environ: Mapping[str, str]) -> Con
     try:
         config = parse_config(data, environ, base_dir)
     except ConfigError as exc:
-        if exc.registration_needed and not loader.duplicates:
+        if exc.registration_needed and not duplicates:
             raise
-        raise ConfigError(loader.duplicates + exc.problems) from None
-    if loader.duplicates:
-        raise ConfigError(loader.duplicates)
+        raise ConfigError(duplicates + exc.problems) from None
+    if duplicates:
+        raise ConfigError(duplicates)
     return config
 
 
-def _yaml_problem(exc: yaml.YAMLError) -> str:
+def load_strict(text: str) -> tuple[object, list[str]]:
+    """The YAML document in ``text``, and a problem for every key repeated in one mapping
+    (with its line and column). Raises ``yaml.YAMLError`` when it is not YAML."""
+    loader = _StrictLoader(text)
+    try:
+        return loader.get_single_data(), loader.duplicates
+    finally:
+        loader.dispose()
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """What is wrong with a document that is not YAML, with the line and column."""
     if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
         mark = exc.problem_mark
         what = " ".join(x for x in (exc.context, exc.problem) if x)

@@ -1,0 +1,6 @@
+"""A repository's own review rules: ``.github/pr-review-agent.yml`` (docs/REPOSITORY-CONFIG.md).
+
+- ``keys.py``: every key, once (its kind, doc, default and an example);
+- ``parse.py``: reading one file strictly, every problem with its key path and line;
+- ``json_schema.py``: the file's JSON Schema, for editors, from the same declarations.
+"""
