@@ -10,9 +10,9 @@ defaults and says so; ``check-config --repository-file`` prints them and fails.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import yaml
 
@@ -23,6 +23,7 @@ from service.severity import SEVERITIES
 
 __all__ = ["Parsed", "parse_repository_file"]
 
+T = TypeVar("T")
 _KEY_PATH: Final = re.compile(r"^([\w.\[\]]+): (.*)$", re.S)
 _SEGMENT: Final = re.compile(r"^[^/\\]+$")
 
@@ -84,33 +85,31 @@ def _read(top: Section) -> RepoSettings:
     return settings
 
 
+def _maybe(s: Section, key: str, read: Callable[[], T]) -> T | None:
+    """``read()`` of a key the file sets; None when it does not set it, or the read
+    recorded a problem (the reader's own typed reads say what is wrong)."""
+    if s.peek(key) is MISSING:
+        s.get(key)  # known, for the unknown-key check
+        return None
+    mark = s.mark()
+    value = read()
+    return None if s.failed_since(mark) else value
+
+
 def _flag(s: Section, key: str) -> bool | None:
-    value = s.get(key)
-    if value is MISSING:
-        return None
-    if not isinstance(value, bool):
-        s.problem(key, f"must be true or false, got {show(value)}")
-        return None
-    return value
+    return _maybe(s, key, lambda: s.boolean(key, False))
 
 
 def _text(s: Section, key: str) -> str | None:
-    value = s.get(key)
-    if value is MISSING:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        s.problem(key, f"must be a non-empty string, got {show(value)}")
-        return None
-    return value
+    return _maybe(s, key, lambda: s.string(key, ""))
 
 
 def _globs(s: Section, key: str) -> tuple[str, ...] | None:
-    if s.peek(key) is MISSING:
-        s.get(key)
-        return None
-    mark = s.mark()
-    found = s.strings(key, ())
-    return None if s.failed_since(mark) and not found else found
+    return _maybe(s, key, lambda: s.strings(key, ()))
+
+
+def _count(s: Section, key: str) -> int | None:
+    return _maybe(s, key, lambda: s.integer(key, None, minimum=1, maximum=100))
 
 
 def _path(s: Section, key: str) -> str | None:
@@ -141,15 +140,6 @@ def _severity(s: Section, key: str) -> str | None:
         s.problem(key, f"must be one of {', '.join(SEVERITIES)}, got {show(value)}")
         return None
     return str(value)
-
-
-def _count(s: Section, key: str) -> int | None:
-    if s.peek(key) is MISSING:
-        s.get(key)
-        return None
-    mark = s.mark()
-    value = s.integer(key, None, minimum=1, maximum=100)
-    return None if s.failed_since(mark) else value
 
 
 def _language(s: Section, key: str) -> str | None:
