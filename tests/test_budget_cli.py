@@ -88,7 +88,8 @@ def test_the_table_shows_the_same_numbers(config_file: Path,
     assert code == 0
     lines = out.splitlines()
     assert lines[0].startswith("budget at ") and "mode full (enabled)" in lines[0]
-    assert "per-person cap off; pacer 5 run(s) per pull request per 24 h" in lines[1]
+    assert ("per-person cap off; per-installation cap off; pacer 5 run(s) per pull request"
+            " per 24 h") in lines[1]
     assert lines[2].startswith("breaker: closed; limits at 100%")
     assert lines[3].startswith("policy: published by daemon at ")
     header = lines[4].split()

@@ -798,6 +798,7 @@ def test_every_problem_is_reported_together(secrets_dir: Path) -> None:
         "budget.weekly_tokens: required (your estimate of the plan's rolling weekly limit)",
         "budget.weekly_token: unknown key (did you mean weekly_tokens?)",
         "extra: unknown key (valid keys: budget, checks, engine, github, poller, publish, "
+        "repository_config, "
         "retention, review, server, store, triggers, workers)",
     ]
     assert str(ConfigError(problems)) == "\n".join(problems)

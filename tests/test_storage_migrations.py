@@ -130,6 +130,7 @@ ROWS: dict[str, list[dict[str, object]]] = {
             "reviewed_lines": 420,
             "stop_reason": "completed",
             "repo": "o/r",
+            "installation_id": 42,
             "pr_number": 1,
             "reviewed_since": "b" * 40,
             "cost_usd": 0.4125,
@@ -150,6 +151,7 @@ ROWS: dict[str, list[dict[str, object]]] = {
             "reviewed_lines": None,
             "stop_reason": None,
             "repo": "o/r",
+            "installation_id": 42,
             "pr_number": 2,
             "reviewed_since": None,
             "cost_usd": None,
@@ -218,6 +220,15 @@ ADDED_DEFAULTS: dict[tuple[str, str], object] = {
 
 ORDER_BY = {"ledger": "id", "budget_policy": "id"}
 
+
+def added_default(table: str, column: str, present: dict[str, list[str]]) -> object:
+    """What a column added after the row was written reads back as."""
+    if (table, column) == ("ledger", "installation_id"):
+        # Migration 29 charges earlier rows to their repository's installation, when the
+        # store knew it (the repositories table came with migration 21).
+        return 42 if "repositories" in present else None
+    return ADDED_DEFAULTS.get((table, column))
+
 # Tables whose rows are derived from others (kept by triggers), checked by derivation.
 DERIVED = {"ledger_hours", "ledger_cost_hours"}
 
@@ -280,7 +291,7 @@ def read_table(conn: sqlite3.Connection, table: str) -> list[dict[str, object]]:
 
 def test_fresh_store_matches_the_checked_in_snapshot(tmp_path: Path) -> None:
     with SqliteStore(tmp_path / "s.db") as store:
-        assert store.version == HEAD_VERSION == len(MIGRATIONS) == 28
+        assert store.version == HEAD_VERSION == len(MIGRATIONS) == 30
         with store.read() as conn:
             schema = dump_schema(conn)
     assert schema == SNAPSHOT.read_text(), (
@@ -327,10 +338,10 @@ def test_upgrade_from_every_version_keeps_every_row(tmp_path: Path, k: int) -> N
                     continue
                 expected = [
                     {
-                        c: row[c] if c in cols else ADDED_DEFAULTS.get((table, c))
+                        c: row[c] if c in cols else added_default(table, c, present)
                         for c in columns(conn, table)
                     }
-                    for row in ROWS[table]
+                    for row in ROWS.get(table, [])
                 ]
                 assert read_table(conn, table) == expected, table
             for table in set(tables(conn)) - set(present) - DERIVED:
@@ -533,9 +544,11 @@ def test_migration_15_settles_duplicate_open_rows_and_keeps_the_charge(tmp_path:
                     "settled_at": old["reserved_at"],
                     "reviewed_since": None,
                     "cost_usd": None,
+                    "installation_id": None,
                 }
             else:
-                assert new == {**old, "reviewed_since": None, "cost_usd": None}
+                assert new == {**old, "reviewed_since": None, "cost_usd": None,
+                               "installation_id": None}
         open_rows = conn.execute(
             "SELECT dedupe_key, id FROM ledger WHERE settled_at IS NULL ORDER BY dedupe_key"
         ).fetchall()

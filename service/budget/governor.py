@@ -20,7 +20,7 @@ from typing import Final, Literal
 from service.budget.breaker import BreakerState, read_breaker, record_trip, reset_breaker
 from service.budget.dollars import MONTHLY, costs_since
 from service.budget.ladder import EXHAUSTED_PCT, MENTION_ONLY_PCT, Gauge, Mode, first_at, mode_for
-from service.budget.limits import over_cap, pacer_frees_at
+from service.budget.limits import over_cap, pacer_frees_at, repository_frees_at
 from service.budget.policy import (
     DisagreementLog,
     default_authority,
@@ -40,7 +40,8 @@ from service.storage.times import to_db_time
 log = logging.getLogger(__name__)
 
 RefusalReason = Literal["disabled", "exhausted", "mention_only", "insufficient", "breaker",
-                        "per_actor", "pacer", "monthly_usd"]
+                        "per_actor", "per_installation", "repository", "pacer",
+                        "monthly_usd"]
 #: Refusals worth a WARNING: nothing at all is being admitted.
 #: The named lock every admission and every lapsed reservation's closing takes first, held
 #: until the claim commits: no two claims (on any host) read the windows' remaining
@@ -95,7 +96,8 @@ class Governor:
         # Refused candidates in one claim all see the same ledger; measuring it again
         # for each would make an exhausted claim O(pending × window rows).
         self._memo: tuple[tuple[object, ...], View] | None = None
-        self._actor_memo: tuple[tuple[object, ...], dict[int, ActorCharge | None]] | None = None
+        self._actor_memo: tuple[tuple[object, ...],
+                                dict[tuple[str, int], ActorCharge | None]] | None = None
         self._disagreements = DisagreementLog()
         if publish:
             self._publish(replace_row=False)
@@ -222,8 +224,18 @@ class Governor:
         paced = pacer_frees_at(conn, claim, now, config)
         if paced is not None:
             return refused("pacer", mode, None, paced), False
+        capped_repo = repository_frees_at(conn, claim, now, config)
+        if capped_repo is not None:
+            return refused("repository", mode, None, capped_repo), False
+        if config.per_installation_pct < 100:
+            # A repository not (yet) known to be installed has no installation to charge.
+            installation = ledger.installation_of(conn, claim.repo)
+            capped = None if installation is None else self._share(
+                conn, key, ("installation", installation), now, view)
+            if capped is not None:
+                return refused("per_installation", mode, capped.window, capped.frees_at), False
         if config.per_actor_pct < 100:
-            capped = self._per_actor(conn, key, claim, now, view)
+            capped = self._share(conn, key, ("actor", claim.actor_id), now, view)
             if capped is not None:
                 return refused("per_actor", mode, capped.window, capped.frees_at), False
         return None
@@ -252,17 +264,19 @@ class Governor:
         self._memo = None
         self.refusals.pop(claim.dedupe_key, None)
 
-    def _per_actor(self, conn: Transaction, key: tuple[object, ...], claim: Claim,
-                   now: datetime, view: View) -> ActorCharge | None:
-        # One person's charge is the same for each of their candidates in one walk.
+    def _share(self, conn: Transaction, key: tuple[object, ...], who: tuple[str, int],
+               now: datetime, view: View) -> ActorCharge | None:
+        """The window where ``who`` (a person or an installation) is at its share."""
+        # One person's (installation's) charge is the same for each of their candidates
+        # in one walk.
         memo = self._actor_memo
         if memo is None or memo[0] != key:
             memo = (key, {})
             self._actor_memo = memo
-        if claim.actor_id not in memo[1]:
-            memo[1][claim.actor_id] = over_cap(conn, now, claim.actor_id, view.windows,
-                                               view.config)
-        return memo[1][claim.actor_id]
+        if who not in memo[1]:
+            memo[1][who] = over_cap(conn, now, who[1], view.windows, view.config,
+                                    installation=who[0] == "installation")
+        return memo[1][who]
 
     @staticmethod
     def _at(claim: Claim, reason: RefusalReason, mode: Mode, gauge: Gauge | None, *,
@@ -423,6 +437,8 @@ class Governor:
             self._disagreements.note(view.policy, local)
             window_usd = {w.name: costs_since(conn, now - w.duration).micro_usd
                           for w in WINDOWS}
+            spend = ledger.installation_spend(conn, [(w.name, now - w.duration)
+                                                     for w in WINDOWS])
         config, breaker, policy = view.config, view.breaker, view.policy
         tripped = breaker.tripped(now)
         mode = (Mode.EXHAUSTED if not config.enabled or tripped
@@ -436,6 +452,9 @@ class Governor:
                 last_trip_at=breaker.last_trip_at,
                 trips_remembered=breaker.trips_within_memory(now)),
             per_actor_pct=config.per_actor_pct,
+            per_installation_pct=config.per_installation_pct,
+            repository_reviews_per_day=config.repository_reviews_per_day,
+            installations=tuple((inst, tuple(charges)) for inst, charges in spend),
             max_reviews_per_pr=config.max_reviews_per_pr,
             policy=PolicyView() if policy is None else PolicyView(
                 authority=policy.authority, written_at=policy.written_at,

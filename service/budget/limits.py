@@ -1,7 +1,8 @@
-"""The limits that depend on the candidate: the pacer and the per-person cap.
+"""The limits that depend on the candidate: the pacer, the repository caps, and the
+per-person and per-installation shares.
 
-Both refuse one candidate and let the claim's walk go on to the next, so that one pull
-request or one person cannot hold up everybody else's work.
+Each refuses one candidate and lets the claim's walk go on to the next, so that one pull
+request, repository, person or installation cannot hold up everybody else's work.
 """
 
 from __future__ import annotations
@@ -33,11 +34,28 @@ def pacer_frees_at(conn: Transaction, claim: Claim, now: datetime,
     return None if over < 0 else runs[over] + PACER_WINDOW
 
 
+def repository_frees_at(conn: Transaction, claim: Claim, now: datetime,
+                        config: BudgetConfig) -> datetime | None:
+    """When ``claim``'s repository may be run again under its
+    ``repository_reviews_per_day`` cap, or None if it may be now (or has no cap)."""
+    cap = dict(config.repository_reviews_per_day).get(claim.repo.lower())
+    if cap is None:
+        return None
+    runs = ledger.repository_times(conn, repo=claim.repo, key=claim.dedupe_key,
+                                   start=now - PACER_WINDOW, exempt=PACER_EXEMPT)
+    over = len(runs) - cap
+    return None if over < 0 else runs[over] + PACER_WINDOW
+
+
 def over_cap(conn: Transaction, now: datetime, actor_id: int,
-             windows: tuple[WindowState, ...], config: BudgetConfig) -> ActorCharge | None:
+             windows: tuple[WindowState, ...], config: BudgetConfig, *,
+             installation: bool = False) -> ActorCharge | None:
     """``actor_id``'s charge in the first window where ``per_actor_pct`` of its effective
-    limit cannot fit another run of ``max_run_tokens``, or None when every window can."""
-    pct, run = config.per_actor_pct, config.max_run_tokens
+    limit cannot fit another run of ``max_run_tokens``, or None when every window can.
+    With ``installation``, ``actor_id`` is an installation and the share
+    ``per_installation_pct``."""
+    pct = config.per_installation_pct if installation else config.per_actor_pct
+    run = config.max_run_tokens
     return next((charge for window, charge in zip(
-        windows, measure_actor(conn, now, actor_id), strict=True)
+        windows, measure_actor(conn, now, actor_id, installation=installation), strict=True)
         if window.limit * pct // 100 - charge.charged < run), None)

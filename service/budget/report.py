@@ -34,11 +34,14 @@ def render(body: Mapping[str, object]) -> list[str]:
     monthly = cast(Mapping[str, object] | None, body.get("monthly"))
     windows = cast(Sequence[Mapping[str, object]], body["windows"])
     pct = cast(int, body["per_actor_pct"])
+    inst_pct = cast(int, body.get("per_installation_pct", 100))
     lines = [
         f"budget at {body['now']}: mode {body['mode']}"
         f" ({'enabled' if body['enabled'] else 'DISABLED'}); tightest window {body['tightest']}",
         f"runs: {body['max_run_tokens']} tokens reserved each; per-person cap "
         + ("off" if pct == 100 else f"{pct}% of each window")
+        + "; per-installation cap "
+        + ("off" if inst_pct == 100 else f"{inst_pct}% of each window")
         + f"; pacer {body['max_reviews_per_pr']} run(s) per pull request per 24 h",
         "breaker: "
         + (f"TRIPPED until {breaker['tripped_until']}" if breaker["tripped"] else "closed")
@@ -64,6 +67,7 @@ def render(body: Mapping[str, object]) -> list[str]:
             _when(w["frees_at"]),
         ])
     lines += _table(rows)
+    lines += _installations(body, windows)
     if monthly is not None:
         source = ("observed" if monthly["rate_source"] == "observed" else "starting estimate")
         lines.append(
@@ -77,3 +81,26 @@ def render(body: Mapping[str, object]) -> list[str]:
             f" {_money(monthly['usd_per_million_tokens'])} per million tokens ({source},"
             f" {monthly['priced_runs']} priced run(s)); frees at {_when(monthly['frees_at'])}")
     return lines
+
+
+def _installations(body: Mapping[str, object], windows: Sequence[Mapping[str, object]]
+                   ) -> list[str]:
+    """Spend per installation (and the repository caps), under the windows' table."""
+    caps = cast(Mapping[str, int], body.get("repository_reviews_per_day") or {})
+    found = cast(Sequence[Mapping[str, object]], body.get("installations") or [])
+    lines: list[str] = []
+    if caps:
+        lines.append("repository caps (runs per 24 h): "
+                     + ", ".join(f"{repo} {n}" for repo, n in sorted(caps.items())))
+    if not found:
+        return [*lines, "spend per installation: nothing charged in the last 7 days"]
+    names = [str(w["name"]) for w in windows]
+    rows = [["installation", *names]]
+    for inst in found:
+        spent = cast(Mapping[str, Mapping[str, object]], inst["windows"])
+        who = inst["installation_id"]
+        rows.append([
+            "(not installed)" if who is None else str(who),
+            *(str(spent[n]["charged"]) + ("" if spent[n]["cap"] is None
+                                          else f" / {spent[n]['cap']}") for n in names)])
+    return [*lines, "spend per installation (charged / cap):", *_table(rows)]

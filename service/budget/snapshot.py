@@ -64,6 +64,10 @@ class Snapshot:
     windows: tuple[WindowState, ...]
     breaker: BreakerView = field(default_factory=BreakerView)
     per_actor_pct: int = 100
+    per_installation_pct: int = 100
+    repository_reviews_per_day: tuple[tuple[str, int], ...] = ()
+    #: ``(installation id or None, charge in each window)``, highest weekly charge first.
+    installations: tuple[tuple[int | None, tuple[int, ...]], ...] = ()
     max_reviews_per_pr: int = 5
     policy: PolicyView = field(default_factory=PolicyView)
     window_usd: Mapping[str, int] = field(default_factory=dict)  # reported, micro-dollars
@@ -89,6 +93,16 @@ class Snapshot:
             ],
             "breaker": self.breaker.as_json(),
             "per_actor_pct": self.per_actor_pct,
+            "per_installation_pct": self.per_installation_pct,
+            "repository_reviews_per_day": dict(self.repository_reviews_per_day),
+            "installations": [
+                {"installation_id": inst,
+                 "windows": {w.name: {"charged": charged,
+                                      "cap": (None if self.per_installation_pct == 100
+                                              else w.limit * self.per_installation_pct // 100)}
+                             for w, charged in zip(self.windows, charges, strict=True)}}
+                for inst, charges in self.installations
+            ],
             "max_reviews_per_pr": self.max_reviews_per_pr,
             "policy": self.policy.as_json(),
             "monthly": None if self.monthly is None else self.monthly.as_json(),

@@ -101,11 +101,12 @@ class ActorCharge:
     frees_at: datetime | None
 
 
-def measure_actor(conn: Transaction, now: datetime, actor_id: int
-                  ) -> tuple[ActorCharge, ...]:
-    """What ``actor_id``'s runs are charged in each window at ``now`` (WINDOWS order)."""
-    charges = ledger.actor_charges(conn, actor_id,
-                                   [(w.name, now - w.duration) for w in WINDOWS])
+def measure_actor(conn: Transaction, now: datetime, actor_id: int, *,
+                  installation: bool = False) -> tuple[ActorCharge, ...]:
+    """What ``actor_id``'s runs (``installation``: installation ``actor_id``'s) are charged
+    in each window at ``now`` (WINDOWS order)."""
+    read = ledger.installation_charges if installation else ledger.actor_charges
+    charges = read(conn, actor_id, [(w.name, now - w.duration) for w in WINDOWS])
     return tuple(
         ActorCharge(window=w.name, charged=charged,
                     frees_at=None if oldest is None else oldest + w.duration)

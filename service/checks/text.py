@@ -99,6 +99,10 @@ def waiting_for_budget(what: str, reason: str, window: str | None,
         "monthly_usd": "the monthly dollar cap is reached",
         "breaker": "the model's plan reported its usage limit, so reviews are paused",
         "per_actor": f"this person has used their share of the {window or 'budget'} window",
+        "per_installation": ("this installation of the App has used its share of the "
+                             f"{window or 'budget'} window"),
+        "repository": "this repository has had as many reviews as the operator allows it "
+                      "in 24 hours",
         "pacer": "this pull request has had as many reviews as one may have in 24 hours",
         "mention_only": "the budget is near its limit, so only requests people make by "
                         "mention are taken",

@@ -142,8 +142,7 @@ def _engine(values: Mapping[str, Any], problem: Problem) -> None:
 
 def _budget(values: Mapping[str, Any], problem: Problem) -> None:
     share = values["reviewer_share_pct"]
-    run, per_actor, monthly = (values["max_run_tokens"], values["per_actor_pct"],
-                               values["monthly_usd"])
+    run, monthly = values["max_run_tokens"], values["monthly_usd"]
     session = values["session_tokens"] * share // 100
     daily = values["weekly_tokens"] * share // 100 // 7
     # A run is admitted only while every window has max_run_tokens left, so one larger
@@ -155,11 +154,16 @@ def _budget(values: Mapping[str, Any], problem: Problem) -> None:
         problem("max_run_tokens",
                 f"{run} does not fit in the {smallest[1]} of {smallest[0]} "
                 f"tokens ({smallest[2]} × {share}%); no run could ever be admitted")
-    elif run > smallest[0] * per_actor // 100:
-        # The same arithmetic, per person: a cap below one run admits nobody at all.
-        problem("per_actor_pct",
-                f"{per_actor}% of the {smallest[1]} is {smallest[0] * per_actor // 100} "
-                f"tokens, less than max_run_tokens {run}; no one's run could ever be admitted")
+    else:
+        # The same arithmetic, per person and per installation: a cap below one run
+        # admits nobody at all.
+        for name, whose in (("per_actor_pct", "no one's"),
+                            ("per_installation_pct", "no installation's")):
+            pct = values[name]
+            if run > smallest[0] * pct // 100:
+                problem(name, f"{pct}% of the {smallest[1]} is {smallest[0] * pct // 100} "
+                              f"tokens, less than max_run_tokens {run}; {whose} run could "
+                              "ever be admitted")
     run_usd = run * DEFAULT_USD_PER_MILLION_TOKENS / 1_000_000
     if monthly is not None and monthly < run_usd:
         problem("monthly_usd",

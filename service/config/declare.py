@@ -17,7 +17,7 @@ from typing import Any, Final, Literal
 __all__ = ["REQUIRED", "Key", "Kind", "Section", "combiner", "key", "keys", "keys_of",
            "section"]
 
-Kind = Literal["int", "bool", "str", "str?", "strs", "usd", "secret", "secrets"]
+Kind = Literal["int", "bool", "str", "str?", "strs", "usd", "secret", "secrets", "counts"]
 
 
 class _Required:

@@ -100,6 +100,8 @@ def _default(k: Key) -> str:
             shown = f"env `{k.env}`, else none"
     elif k.required:
         shown = "**required**"
+    elif k.kind == "counts":
+        shown = "`{}`"
     elif k.default is None:
         shown = "`null`"
     elif isinstance(k.default, bool):

@@ -26,6 +26,7 @@ from service.config.checks import (
 )
 from service.config.declare import Key, Section, key, keys, section
 from service.engine.sandbox import ISOLATIONS
+from service.repo_config.keys import KEYS as REPO_KEYS
 from service.secret import Secret
 from service.severity import SEVERITIES
 
@@ -48,6 +49,8 @@ ASSOCIATIONS: Final = (
 )
 
 _REPO_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/(?!\.\.?$)[A-Za-z0-9._-]{1,100}")
+#: The keys a repository's own file has (``repository_config.allow``).
+REPO_KEY_NAMES: Final = tuple(k.name for k in REPO_KEYS)
 _LOGIN_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}")
 _ABSOLUTE_PATH: Final = re.compile(r"/.*")
 _ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -288,6 +291,23 @@ class ChecksConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RepositoryConfigConfig:
+    """What a repository's own ``.github/pr-review-agent.yml`` may change
+    (docs/REPOSITORY-CONFIG.md)."""
+
+    allow: tuple[str, ...] = key("strs",
+        "The keys a repository's `.github/pr-review-agent.yml` (and its organisation's) may "
+        "set; a key left out is ignored where a file sets it, and the check run says so. `[]` "
+        "reads no file at all.",
+        REPO_KEY_NAMES, allowed=REPO_KEY_NAMES)
+    refresh_minutes: int = key("int",
+        "How old the last read of a repository's file may be before the poller reads it again "
+        "(with a conditional request: an unchanged file costs nothing against the rate limit, "
+        "a missing one costs a request). A review always reads it afresh.",
+        10)
+
+
+@dataclass(frozen=True, kw_only=True)
 class RetentionConfig:
     """Purging review content from ``runs`` once a pull request closes or merges."""
 
@@ -337,6 +357,17 @@ class BudgetConfig:
         "waits while other people's work is admitted. Must leave room for one run in the "
         "smallest window.",
         100, maximum=100, note='(no cap)')
+    per_installation_pct: int = key("int",
+        "The share of each window one installation's runs may take, 1–100: an App installed by "
+        "several organisations (or accounts) cannot let one of them spend the whole allowance. "
+        "An installation at its cap waits while the others' work is admitted. Must leave room "
+        "for one run in the smallest window.",
+        100, maximum=100, note='(no cap)')
+    repository_reviews_per_day: tuple[tuple[str, int], ...] = key("counts",
+        "Caps on single repositories: `{\"owner/name\": N}` allows at most N runs of that "
+        "repository in any 24 hours (counted like `max_reviews_per_pr`). A repository at its "
+        "cap waits; the others go on.",
+        (), pattern=_REPO_RE, shape='owner/name', fold_case=True)
     max_reviews_per_pr: int = key("int",
         "At most this many runs per pull request in any 24 hours (integer ≥ 1). Runs settled at "
         "zero as refused, closed or engine-unavailable do not count.",
@@ -374,6 +405,7 @@ class Config:
     review: ReviewConfig = field(default_factory=ReviewConfig)
     publish: PublishConfig = field(default_factory=PublishConfig)
     checks: ChecksConfig = field(default_factory=ChecksConfig)
+    repository_config: RepositoryConfigConfig = field(default_factory=RepositoryConfigConfig)
     retention: RetentionConfig = field(default_factory=RetentionConfig)
 
 
@@ -393,6 +425,7 @@ SECTIONS: Final[tuple[Section, ...]] = (
     section("review", ReviewConfig),
     section("publish", PublishConfig),
     section("checks", ChecksConfig),
+    section("repository_config", RepositoryConfigConfig),
     section("retention", RetentionConfig),
     section("budget", BudgetConfig, required=True, title="(required section)",
             hint="needs session_tokens, weekly_tokens and max_run_tokens: your own estimates"),

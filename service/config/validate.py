@@ -41,6 +41,34 @@ def _dollars(s: Reader, name: str) -> float | None:
     return float(value)
 
 
+def _counts(s: Reader, k: Key) -> tuple[tuple[str, int], ...]:
+    """A mapping of names (``k.pattern``, case folded) to whole numbers of at least
+    ``k.minimum``, as sorted pairs (a frozen config must hash); ``{}`` when absent."""
+    value = s.get(k.name)
+    if value is MISSING or value is None:
+        return ()
+    if not isinstance(value, Mapping):
+        s.problem(k.name, f"must be a mapping of {k.shape} to a number, got {show(value)}")
+        return ()
+    found: dict[str, int] = {}
+    for name, count in value.items():
+        where = f"{k.name}.{name}"
+        if not isinstance(name, str) or (k.pattern is not None
+                                         and not k.pattern.fullmatch(name)):
+            s.problem(k.name, f"{show(name)} is not {k.shape}")
+            continue
+        if isinstance(count, bool) or not isinstance(count, int) or count < k.minimum:
+            s.problem(where, f"must be a whole number of at least {k.minimum}, "
+                             f"got {show(count)}")
+            continue
+        folded = name.lower() if k.fold_case else name
+        if folded in found:
+            s.problem(where, "is given twice (names are compared without case)")
+            continue
+        found[folded] = count
+    return tuple(sorted(found.items()))
+
+
 def _read(s: Reader, k: Key, environ: Mapping[str, str], base_dir: Path) -> Any:
     """One key's value, by its kind (a failed read records its problem and returns a
     placeholder, so that the rest of the file is still read)."""
@@ -60,6 +88,8 @@ def _read(s: Reader, k: Key, environ: Mapping[str, str], base_dir: Path) -> Any:
                          shape=k.shape, fold_case=k.fold_case)
     if k.kind == "usd":
         return _dollars(s, k.name)
+    if k.kind == "counts":
+        return _counts(s, k)
     if k.kind == "secret":
         return read_secret(s, k.name, k.env, environ, base_dir, required=k.required,
                            pem=k.pem)

@@ -54,7 +54,8 @@ log = logging.getLogger(__name__)
 GLOBAL_REASONS: Final = frozenset({"disabled", "exhausted", "insufficient", "breaker",
                                    "monthly_usd"})
 #: Refusals a mention can get a notice for (``mention_only`` only ever refuses pr_opened).
-NOTICE_REASONS: Final = GLOBAL_REASONS | {"per_actor", "pacer"}
+NOTICE_REASONS: Final = GLOBAL_REASONS | {"per_actor", "per_installation", "repository",
+                                          "pacer"}
 #: A pre-flight refusal older than this gets no notice (a store upgraded to this version
 #: must not answer refusals from long ago).
 PREFLIGHT_LOOKBACK: Final = timedelta(hours=24)
@@ -91,6 +92,10 @@ def _why(refusal: Refusal) -> str:
         "breaker": ("the model's plan reported that its usage limit was reached, so reviews "
                     "are paused"),
         "per_actor": f"you have used your share of the {window} token allowance",
+        "per_installation": ("this organisation's installation of the agent has used its "
+                             f"share of the {window} token allowance"),
+        "repository": ("this repository has had as many reviews as the operator allows one "
+                       "repository in 24 hours"),
         "pacer": ("this pull request has had as many reviews as one pull request may have "
                   "in 24 hours"),
     }.get(refusal.reason, "the token budget does not allow another run yet")

@@ -38,6 +38,7 @@ COPIED: Final[tuple[tuple[str, str], ...]] = (
     ("closed_pull_requests", "repo, pr_number"),
     ("notices", "dedupe_key"),
     ("checks", "dedupe_key, head_sha"),
+    ("repository_files", "url"),
 )
 #: Tables the target derives itself (the ledger's triggers), compared but not copied.
 DERIVED: Final[tuple[tuple[str, str], ...]] = (("ledger_hours", "hour"),

@@ -24,6 +24,7 @@ from service.storage.times import from_db_time, to_db_time
 __all__ = [
     "ACTOR_SQL",
     "COSTS_SQL",
+    "INSTALLATION_SQL",
     "LOST",
     "OPEN",
     "SETTLED",
@@ -35,12 +36,16 @@ __all__ = [
     "actor_charges",
     "costs_since",
     "estimator_samples",
+    "installation_charges",
+    "installation_of",
+    "installation_spend",
     "latest",
     "lose",
     "open_mode",
     "open_reserved",
     "pacer_sql",
     "pacer_times",
+    "repository_times",
     "reserve",
     "settle",
     "settled_usage",
@@ -95,8 +100,9 @@ UPDATE ledger SET used_tokens = reserved_tokens, usage_confidence = 'unavailable
 
 _RESERVE = """
 INSERT INTO ledger (dedupe_key, owner, actor_id, mode, reserved_tokens, reserved_at,
-                    repo, pr_number)
-VALUES (:key, :owner, :actor_id, :mode, :reserved, :now, :repo, :pr_number)
+                    repo, pr_number, installation_id)
+VALUES (:key, :owner, :actor_id, :mode, :reserved, :now, :repo, :pr_number,
+        (SELECT installation_id FROM repositories WHERE repo = :repo))
 """
 
 _SETTLE = f"""
@@ -252,33 +258,93 @@ def window_charges(tx: Transaction, starts: Sequence[datetime]
             for _, charged, reserved, oldest in rows]
 
 
-def actor_sql(names: Sequence[str]) -> str:
-    """One person's charge in each named window (the last the longest), in one range scan
-    off the ``ledger_actor_window`` index, split by CASE into the shorter ones. A person's
-    rows in a week are few (runs somebody asked for), so no hourly table is needed."""
+def actor_sql(names: Sequence[str], column: str = "actor_id") -> str:
+    """One person's (or, with ``column="installation_id"``, one installation's) charge in
+    each named window (the last the longest), in one range scan off the
+    ``ledger_actor_window`` (``ledger_installation_window``) index, split by CASE into the
+    shorter ones. A person's rows in a week are few (runs somebody asked for), and an
+    installation's are at most the window's, so no hourly table is needed."""
     return "SELECT " + ", ".join(
         f"COALESCE(SUM(CASE WHEN reserved_at > :{name} THEN"
         f" COALESCE(used_tokens, reserved_tokens) END), 0),"
         f" MIN(CASE WHEN reserved_at > :{name} THEN reserved_at END)"
         for name in names
-    ) + f" FROM ledger WHERE actor_id = :actor AND reserved_at > :{names[-1]}"
+    ) + f" FROM ledger WHERE {column} = :actor AND reserved_at > :{names[-1]}"
 
 
 ACTOR_SQL: Final = actor_sql(("session", "daily", "weekly"))
 """The query ``actor_charges`` runs for the budget's three windows."""
+INSTALLATION_SQL: Final = actor_sql(("session", "daily", "weekly"), "installation_id")
+"""The query ``installation_charges`` runs for the budget's three windows."""
 
 
 def actor_charges(tx: Transaction, actor_id: int, starts: Sequence[tuple[str, datetime]]
                   ) -> list[tuple[int, datetime | None]]:
     """``(charged, oldest reserved_at)`` of ``actor_id``'s rows after each named start
     (ordered shortest window first, so the last start is the earliest)."""
+    return _charges(tx, actor_id, starts, "actor_id")
+
+
+def installation_charges(tx: Transaction, installation_id: int,
+                         starts: Sequence[tuple[str, datetime]]
+                         ) -> list[tuple[int, datetime | None]]:
+    """``actor_charges`` for the rows charged to ``installation_id``."""
+    return _charges(tx, installation_id, starts, "installation_id")
+
+
+def _charges(tx: Transaction, who: int, starts: Sequence[tuple[str, datetime]],
+             column: str) -> list[tuple[int, datetime | None]]:
     names = tuple(name for name, _ in starts)
-    sql = ACTOR_SQL if names == ("session", "daily", "weekly") else actor_sql(names)
+    if names == ("session", "daily", "weekly"):
+        sql = ACTOR_SQL if column == "actor_id" else INSTALLATION_SQL
+    else:
+        sql = actor_sql(names, column)
     params: dict[str, object] = {name: to_db_time(at) for name, at in starts}
-    params["actor"] = actor_id
+    params["actor"] = who
     row = tx.execute(sql, params).fetchone()
     return [(int(row[2 * i]), None if row[2 * i + 1] is None else from_db_time(row[2 * i + 1]))
             for i in range(len(names))]
+
+
+def installation_spend(tx: Transaction, starts: Sequence[tuple[str, datetime]]
+                       ) -> list[tuple[int | None, list[int]]]:
+    """Each installation's charge in each named window (the last the longest), for the
+    ones charged anything in the longest; ``None`` gathers rows whose repository was not
+    known to be installed. Highest charge in the longest window first."""
+    names = tuple(name for name, _ in starts)
+    sql = ("SELECT installation_id, " + ", ".join(
+        f"COALESCE(SUM(CASE WHEN reserved_at > :{name} THEN"
+        f" COALESCE(used_tokens, reserved_tokens) END), 0)" for name in names)
+        + f" FROM ledger WHERE reserved_at > :{names[-1]} GROUP BY installation_id")
+    params = {name: to_db_time(at) for name, at in starts}
+    rows = [(None if r[0] is None else int(r[0]), [int(v) for v in r[1:]])
+            for r in tx.execute(sql, params).fetchall()]
+    return sorted(rows, key=lambda r: (-r[1][-1], r[0] is None, r[0] or 0))
+
+
+_INSTALLATION_OF = "SELECT installation_id FROM repositories WHERE repo = ?"
+_REPO_TIMES = """
+SELECT reserved_at FROM ledger
+ WHERE repo = :repo AND reserved_at > :start AND dedupe_key != :key
+   AND NOT (settled_at IS NOT NULL AND used_tokens = 0 AND stop_reason IN ({}))
+ ORDER BY reserved_at
+"""
+
+
+def installation_of(tx: Transaction, repo: str) -> int | None:
+    """The installation ``repo`` is known to belong to (what a reservation is charged
+    to), or None."""
+    row = tx.execute(_INSTALLATION_OF, (repo,)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def repository_times(tx: Transaction, *, repo: str, key: str, start: datetime,
+                     exempt: tuple[str, ...]) -> list[datetime]:
+    """When each counted run of ``repo`` (other than ``key``'s own attempts) was reserved
+    after ``start``, oldest first: ``pacer_times`` for a whole repository."""
+    sql = _REPO_TIMES.format(", ".join(f"'{r}'" for r in exempt))
+    rows = tx.execute(sql, {"repo": repo, "start": to_db_time(start), "key": key}).fetchall()
+    return [from_db_time(r[0]) for r in rows]
 
 
 # Off the ledger_pull_request index (repo, pr_number, reserved_at). The candidate's own

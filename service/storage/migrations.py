@@ -250,4 +250,23 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "CREATE INDEX IF NOT EXISTS checks_owed ON checks (updated_at)"
         " WHERE version > shown_version",
     ),
+    # 29: which installation each ledger row is charged to (budget.per_installation_pct),
+    # taken from the repositories table when the reservation is written; earlier rows
+    # get their repository's installation as it is now. NULL: the repository was not
+    # known to be installed.
+    (
+        "ALTER TABLE ledger ADD COLUMN installation_id INTEGER",
+        "UPDATE ledger SET installation_id ="
+        " (SELECT installation_id FROM repositories WHERE repositories.repo = ledger.repo)",
+        "CREATE INDEX IF NOT EXISTS ledger_installation_window"
+        " ON ledger (installation_id, reserved_at)",
+    ),
+    # 30: the repository config files as last read from GitHub (service.repo_config):
+    # one row per file URL, with the validators the text came with, so a revalidation
+    # answered 304 is served from here.
+    (
+        "CREATE TABLE IF NOT EXISTS repository_files ("
+        "url TEXT PRIMARY KEY, repo TEXT NOT NULL, found INTEGER NOT NULL, etag TEXT,"
+        " content BLOB, problem TEXT, read_at TEXT NOT NULL)",
+    ),
 )

@@ -121,4 +121,17 @@ PG_MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         f" updated_at {_T} NOT NULL, PRIMARY KEY (dedupe_key, head_sha))",
         "CREATE INDEX checks_owed ON checks (updated_at) WHERE version > shown_version",
     ),
+    # 3: SQLite's 29, the installation each ledger row is charged to.
+    (
+        "ALTER TABLE ledger ADD COLUMN installation_id BIGINT",
+        "UPDATE ledger SET installation_id ="
+        " (SELECT installation_id FROM repositories WHERE repositories.repo = ledger.repo)",
+        "CREATE INDEX ledger_installation_window ON ledger (installation_id, reserved_at)",
+    ),
+    # 4: SQLite's 30, the repository config files as last read.
+    (
+        f"CREATE TABLE repository_files (url {_T} PRIMARY KEY, repo {_T} NOT NULL,"
+        f" found BIGINT NOT NULL, etag {_T}, content BYTEA, problem {_T},"
+        f" read_at {_T} NOT NULL)",
+    ),
 )

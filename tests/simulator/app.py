@@ -24,7 +24,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from . import control, routes_app, routes_checks, routes_comments, routes_pulls
+from . import (
+    control,
+    routes_app,
+    routes_checks,
+    routes_comments,
+    routes_contents,
+    routes_pulls,
+)
 from .auth import verify_app_jwt, verify_installation_token
 from .faults import (
     SECONDARY_LIMIT_DOCS,
@@ -54,7 +61,7 @@ RATE_LIMIT_DOCS = "https://docs.github.com/rest/overview/rate-limits-for-the-res
 
 def build_routes() -> RouteTable:
     table = RouteTable()
-    for module in (routes_app, routes_pulls, routes_comments, routes_checks):
+    for module in (routes_app, routes_pulls, routes_comments, routes_checks, routes_contents):
         table.extend(module.routes)
     return table
 

@@ -101,6 +101,12 @@ async def handle(world: World, method: str, path: str, body: bytes) -> Response:
                                                  int(data["remaining"]),
                                                  world.clock.timestamp())
             return _reply(bucket.headers())
+        if route == ("POST", "/files"):
+            content = data["content"]
+            if content is not None and not isinstance(content, str):
+                raise TypeError("content must be a string or null")
+            world.put_file(str(data["repo"]), str(data["path"]), content)
+            return Response(status_code=204)
         if route == ("POST", "/manifest-codes"):
             return _reply({"code": world.create_manifest_code(dict(data["manifest"]))}, 201)
         if route == ("GET", "/events"):

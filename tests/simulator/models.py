@@ -69,6 +69,9 @@ class Repository:
     updated_at: datetime
     pushed_at: datetime
     git_dir: Path | None = None  # a repository on disk that can be cloned
+    #: The default branch's files, for a repository without ``git_dir`` (the contents
+    #: API serves a ``git_dir`` repository's files from git itself, at any ref).
+    files: dict[str, bytes] = field(default_factory=dict)
 
     @property
     def full_name(self) -> str:

@@ -124,7 +124,9 @@ class RouteTable:
     def add(self, method: str, template: str, *, auth: AuthKind,
             creates_content: bool = False,
             rate_limited: bool = True) -> Callable[[Handler], Handler]:
-        regex = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template)
+        # ``{name}`` is one path segment; ``{name+}`` the rest of the path (a file's path).
+        regex = re.sub(r"\{(\w+)\+\}", r"(?P<\1>.+)", template)
+        regex = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", regex)
 
         def register(handler: Handler) -> Handler:
             self.routes.append(Route(method, template, handler, auth, creates_content,

@@ -26,7 +26,7 @@ from .clock import SimClock
 from .diffs import parse_diff
 from .events import EmittedEvent, WebhookPayloads
 from .faults import FaultSchedule
-from .git import commit_count, diff_between, set_pull_ref
+from .git import GitRepo, commit_count, diff_between, set_pull_ref
 from .limits import RateLimiter
 from .manifest import ManifestFlow
 from .models import (
@@ -162,6 +162,27 @@ class World(Activity, ManifestFlow):
                           updated_at=now, pushed_at=now, git_dir=git_dir)
         self.repos[repo.id] = repo
         return repo
+
+    def put_file(self, repo: str, path: str, content: str | bytes | None) -> None:
+        """Set (``None``: delete) a file on ``repo``'s default branch, as the contents API
+        serves it; a repository backed by git gets a commit on that branch instead."""
+        target = self.repo(repo)
+        data = content.encode() if isinstance(content, str) else content
+        if target.git_dir is None:
+            if data is None:
+                target.files.pop(path, None)
+            else:
+                target.files[path] = data
+            return
+
+        git = GitRepo(target.git_dir)
+        branch = f"refs/heads/{target.default_branch}"
+        try:
+            parent: str | None = git.ref(branch)
+        except RuntimeError:
+            parent = None
+        git.commit({path: data}, parent=parent, branch=target.default_branch,
+                   message=f"update {path}")
 
     def find_repo(self, owner: str, name: str) -> Repository | None:
         for repo in self.repos.values():

@@ -30,7 +30,7 @@ def simulator_routes() -> list[tuple[str, str]]:
 
 def spec_path(template: str, paths: dict[str, Any]) -> str:
     """The description's path for a simulator template (parameter names differ)."""
-    shape = re.sub(r"\{\w+\}", "{}", template)
+    shape = re.sub(r"\{\w+\+?\}", "{}", template)
     for path in paths:
         if re.sub(r"\{\w+\}", "{}", path) == shape:
             return path
