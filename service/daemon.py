@@ -54,6 +54,7 @@ from service.github import (
 from service.health import Health
 from service.identity import AppIdentity
 from service.reload import reload_config
+from service.repo_config.source import RepositoryConfigs
 from service.runners import engine_isolation_problem, run_poller, run_workers
 from service.services import Clock, Services, service_redactor, utc_now
 from service.storage.open import open_store, store_label
@@ -254,13 +255,17 @@ async def run(
             return 1
         async with github_client(config, health, clock, transport, environ) as github:
             try:
+                # Read through the services at each use, so a SIGHUP's allow list applies.
+                repo_configs = RepositoryConfigs(store=store, github=github,
+                                                 config=lambda: services.config, clock=clock)
                 services = Services(
                     config=config, store=store, queue=ReviewQueue(
                         store, lease=timedelta(seconds=config.workers.lease_seconds)),
                     governor=governor, health=health,
-                    identity=AppIdentity(config, store), github=github,
-                    clock=clock, sockets=listening, force=force or asyncio.Event(),
-                    environ=dict(environ or {}),
+                    identity=AppIdentity(config, store, repo_triggers=repo_configs.triggers),
+                    github=github, clock=clock, sockets=listening,
+                    force=force or asyncio.Event(), environ=dict(environ or {}),
+                    repo_configs=repo_configs,
                 )
             except Exception:
                 log.exception("cannot start: building the components failed")

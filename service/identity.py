@@ -14,6 +14,7 @@ import httpx
 from service.config import Config
 from service.github import APP, GitHubClient, GitHubError, RetryPolicy
 from service.health import Health
+from service.repo_config.merge import RepoTriggers
 from service.storage import Database
 from service.storage.agent_comments import AgentComments
 from service.triggers import TriggerContext
@@ -35,15 +36,18 @@ SLUG_POLICY: Final = RetryPolicy(server_retries=1, rate_limit_retries=0,
 class AppIdentity:
     """The App as the trigger rules see it; ``context()`` is ``create_app``'s factory."""
 
-    def __init__(self, config: Config, store: Database) -> None:
+    def __init__(self, config: Config, store: Database, *,
+                 repo_triggers: Callable[[str], RepoTriggers] | None = None) -> None:
         self._config = config
         self._agent_comments = AgentComments(store)
+        self._repo_triggers = repo_triggers
         self._context = self._build(UNKNOWN_SLUG)
         self.slug: str | None = None
 
     def _build(self, slug: str) -> TriggerContext:
         return TriggerContext(config=self._config.triggers, app_id=self._config.github.app_id,
-                              app_slug=slug, agent_comments=self._agent_comments)
+                              app_slug=slug, agent_comments=self._agent_comments,
+                              repo_triggers=self._repo_triggers)
 
     def context(self) -> TriggerContext:
         return self._context

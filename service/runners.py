@@ -59,7 +59,9 @@ async def run_poller(services: Services, stop: asyncio.Event) -> None:
     poller = Poller.from_config(
         config, client=services.github, store=services.store, queue=services.queue,
         ctx=services.identity.context, clock=services.clock, on_cycle=on_cycle,
-        leadership=leadership, on_standby=services.health.poller_standing_by)
+        leadership=leadership, on_standby=services.health.poller_standing_by,
+        before_poll=(None if services.repo_configs is None
+                     else services.repo_configs.refresh_if_stale))
     services.installation_listeners.append(lambda change: poller.request_refresh())
     try:
         async with anyio.create_task_group() as tg:
@@ -88,7 +90,8 @@ def build_publisher(services: Services, installations: Installations) -> GitHubP
         clock=services.clock, config=lambda: services.config.publish,
         mention=services.config.triggers.mention,
         bot_login=lambda: f"{identity.slug}[bot]" if identity.slug else None,
-        checks=lambda: services.config.checks)
+        checks=lambda: services.config.checks,
+        repo_config=None if services.repo_configs is None else services.repo_configs.stored)
 
 
 async def maintain(services: Services, publisher: GitHubPublisher) -> None:
@@ -159,7 +162,8 @@ async def run_workers(services: Services, stop: asyncio.Event) -> None:
         store=services.store, queue=services.queue, governor=services.governor,
         github=services.github, installations=installations, checkouts=checkouts,
         engine=engine, publisher=SkipAcked(publisher, early), clock=services.clock,
-        settings=JobSettings.from_config(config), health=services.health)
+        settings=JobSettings.from_config(config), health=services.health,
+        repo_configs=services.repo_configs)
     pool = WorkerPool(queue=services.queue, governor=services.governor, job=job,
                       clock=services.clock, count=config.workers.count,
                       health=services.health)

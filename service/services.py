@@ -17,6 +17,7 @@ from service.github import GitHubClient
 from service.health import Health
 from service.identity import AppIdentity
 from service.redact import Redactor
+from service.repo_config.source import RepositoryConfigs
 from service.storage import Database
 from service.storage.queue import ReviewQueue
 from service.web import InstallationChange
@@ -53,6 +54,9 @@ class Services:
         default_factory=list)
     #: What the engine's scrubbed environment is drawn from (credentials by name).
     environ: Mapping[str, str] = field(default_factory=dict)
+    #: The repositories' own config files (``.github/pr-review-agent.yml``); None: only the
+    #: operator's config applies (the tools that review one pull request by hand).
+    repo_configs: RepositoryConfigs | None = None
     #: The workers' ``wake``: called after anything in this process enqueued work.
     wakers: list[Callable[[], None]] = field(default_factory=list)
 

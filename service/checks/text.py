@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Final
 
@@ -22,6 +23,7 @@ __all__ = [
     "MAX_SUMMARY",
     "abandoned",
     "closed",
+    "declined_by_repository",
     "described",
     "dry_run",
     "engine_failed",
@@ -37,6 +39,7 @@ __all__ = [
     "waiting_for_budget",
     "waiting_for_plan",
     "waiting_for_retry",
+    "with_config_notes",
 ]
 
 #: GitHub's limit on ``output.summary``; ours stay far below it.
@@ -277,3 +280,27 @@ def not_posted(url: str | None = None) -> CheckState:
                  "The review is recorded, but GitHub refused to take it (the pull request "
                  "may be locked, or a permission is missing). The operator's log says why; "
                  "clearing the run's failure stamp offers it again.", url)
+
+
+_MAX_NOTES: Final = 20
+
+
+def declined_by_repository(key: str, phrase: str) -> CheckState:
+    """The repository's ``.github/pr-review-agent.yml`` turns this automatic review off."""
+    return _done("neutral", f"Not reviewed: the repository's config sets {key}",
+                 f"`.github/pr-review-agent.yml` sets `{key}`, so this pull request is not "
+                 f"reviewed automatically. Write `{phrase} review` in a comment to ask for a "
+                 "review. Nothing was charged.")
+
+
+def with_config_notes(state: CheckState, notes: tuple[str, ...]) -> CheckState:
+    """``state`` with the repository config's problems added to its summary: a broken
+    file is shown on every check run until it is fixed, never silently ignored."""
+    if not notes:
+        return state
+    shown = [f"- {note[:500]}" for note in notes[:_MAX_NOTES]]
+    if len(notes) > _MAX_NOTES:
+        shown.append(f"- … and {len(notes) - _MAX_NOTES} more (`pr-review-agent check-config "
+                     "--repository-file` lists them all)")
+    lines = "\n".join(shown)
+    return replace(state, summary=f"{state.summary}\n\n**Repository config**\n\n{lines}")

@@ -136,6 +136,11 @@ class EngineRequest:
     wall_clock_seconds: float
     max_run_tokens: int
     log_extra: Mapping[str, object] = field(default_factory=dict)
+    #: The repository's own words for the reviewer (its ``.github/pr-review-agent.yml``,
+    #: from the default branch): data like the guidelines, never the system's rules.
+    instructions: str | None = None
+    #: The language the answer's text is written in; None: English.
+    language: str | None = None
 
     def __post_init__(self) -> None:
         _require(self.command in ("review", "describe"),

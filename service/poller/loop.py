@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
 Sleep = Callable[[float], Awaitable[None]]
 OnCycle = Callable[[bool, datetime], None]
+#: Called for each repository before its streams are polled (the repository config's refresh).
+BeforePoll = Callable[[int, str, datetime], Awaitable[None]]
 
 DEFAULT_INTERVAL = timedelta(seconds=300)
 DEFAULT_REFRESH_EVERY = 10
@@ -112,6 +114,7 @@ class Poller:
         memory: PullMemory | None = None,
         leadership: Leadership | None = None,
         on_standby: Callable[[datetime], None] | None = None,
+        before_poll: BeforePoll | None = None,
     ) -> None:
         if interval <= timedelta(0):
             raise ValueError("interval must be positive")
@@ -126,6 +129,7 @@ class Poller:
         self._on_cycle = on_cycle
         self._leadership = leadership
         self._on_standby = on_standby
+        self._before_poll = before_poll
         self._standing_by: bool | None = None  # None: not yet asked
         self._refresh_every = refresh_every
         self._pacing = pacing or PacingPolicy()
@@ -158,12 +162,13 @@ class Poller:
         on_cycle: OnCycle | None = None,
         leadership: Leadership | None = None,
         on_standby: Callable[[datetime], None] | None = None,
+        before_poll: BeforePoll | None = None,
     ) -> Poller:
         """The production wiring: ``poller.interval_seconds`` and ``github.repositories``."""
         return cls(client=client, store=store, queue=queue, ctx=ctx, clock=clock,
                    interval=timedelta(seconds=config.poller.interval_seconds),
                    repositories=config.github.repositories, sleep=sleep, on_cycle=on_cycle,
-                   leadership=leadership, on_standby=on_standby)
+                   leadership=leadership, on_standby=on_standby, before_poll=before_poll)
 
     @property
     def targets(self) -> list[Target]:
@@ -237,6 +242,14 @@ class Poller:
             return
         counted = 0
         for target in targets:
+            if self._before_poll is not None:
+                # The repository's own config, re-read when stale, before its pull requests
+                # are decided: never a reason to skip polling them.
+                try:
+                    await self._before_poll(installation_id, target.repo, now)
+                except Exception:
+                    log.exception("refreshing the repository's config failed; polling on",
+                                  extra={**extra, "repo": target.repo})
             try:
                 polled = await self._streams.poll(target.repo, installation_id, now)
             except RateLimited as exc:

@@ -242,13 +242,18 @@ def _review_body(pub: Publication, head: Sequence[str], findings: Sequence[Findi
 
 
 def review(pub: Publication, inline: Sequence[Finding], body_only: Sequence[Finding], *,
-           phrase: str, fallback: bool = False) -> ReviewPost:
+           phrase: str, fallback: bool = False, config_notes: Sequence[str] = ()
+           ) -> ReviewPost:
     """The review: ``inline`` findings as comments on the diff, ``body_only`` in the body.
 
     ``fallback`` is the second post after GitHub refused an anchor (422): every finding
-    is in the body and the body says why.
+    is in the body and the body says why. ``config_notes`` are the repository config's
+    problems, named in the answer to a person who asked.
     """
     head = [f"**Review** of {code(short(pub.head_sha))}"]
+    if config_notes:
+        head.append("**The repository's config was not fully applied:**\n" + "\n".join(
+            f"- {clean_line(note, phrase)}" for note in config_notes[:20]))
     heading = "Findings not placed on the diff"
     if fallback:
         head.append("GitHub did not accept the inline comments for this commit, so every "

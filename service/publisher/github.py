@@ -56,6 +56,7 @@ from service.publisher.markers import OUTDATED, has_marker, run_marker, with_des
 from service.publisher.notices import Notices
 from service.publisher.publication import Publication
 from service.publisher.safety import MAX_BODY, github_length
+from service.repo_config.merge import Effective
 from service.storage import Database, runs
 from service.storage.queue import Claim
 from service.worker.ports import GitHubAck
@@ -98,7 +99,8 @@ class GitHubPublisher:
                  clock: Callable[[], datetime], config: Callable[[], PublishConfig],
                  mention: str, bot_login: Callable[[], str | None] = lambda: None,
                  lease: timedelta = PUBLISH_LEASE,
-                 checks: Callable[[], ChecksConfig] = ChecksConfig) -> None:
+                 checks: Callable[[], ChecksConfig] = ChecksConfig,
+                 repo_config: Callable[[str], Effective] | None = None) -> None:
         if lease < timedelta(seconds=3):
             raise ValueError("the publication lease must be at least three seconds")
         self._store = store
@@ -110,6 +112,10 @@ class GitHubPublisher:
         self._bot_login = bot_login
         self._lease = lease
         self._marks = CheckMarks(checks)
+        self._checks = checks
+        # The repository's config as last read (the worker read it afresh for this run):
+        # its checks.fail_on, and its problems, named on the check run and in a reply.
+        self._repo_config = repo_config or (lambda repo: Effective())
         self._web_url = web_url_for(github.api_url)
         self._acker = GitHubAck(github, installations)
         self.notices = Notices(store=store, github=github, installations=installations,
@@ -314,7 +320,10 @@ class GitHubPublisher:
         if pub.findings:
             diff = await lookup.read_diff(self._github, installation, pub.repo, pub.pr_number)
             inline, body_only = split_findings(pub.findings, diff)
-        post = compose.review(pub, inline, body_only, phrase=self._phrase)
+        notes: tuple[str, ...] = ()
+        if pub.is_mention:  # a person asked: the answer names what is wrong with the file
+            notes = (await anyio.to_thread.run_sync(self._repo_config, pub.repo)).notes
+        post = compose.review(pub, inline, body_only, phrase=self._phrase, config_notes=notes)
         try:
             data = await self._github.post_json(installation, path, post.payload(pub.head_sha))
         except Unprocessable as exc:
@@ -323,7 +332,8 @@ class GitHubPublisher:
             log.warning("GitHub refused an inline anchor (%s); posting once more with every "
                         "finding in the body", exc.message, extra=extra)
             await self._db(runs.count_attempt, pub.dedupe_key)
-            post = compose.review(pub, (), pub.findings, phrase=self._phrase, fallback=True)
+            post = compose.review(pub, (), pub.findings, phrase=self._phrase, fallback=True,
+                                  config_notes=notes)
             data = await self._github.post_json(installation, path, post.payload(pub.head_sha))
         review_id = _id_of(data)
         posted: tuple[int, ...] = ()
@@ -348,8 +358,10 @@ class GitHubPublisher:
                       comment_id: int | None, posted: Iterable[int] = ()) -> None:
         now = self._clock()
         ids = tuple(posted)
-        check = concluded(pub, outcome, comment_id=comment_id, web_url=self._web_url,
-                          fail_on=self._marks.fail_on)
+        repository = await anyio.to_thread.run_sync(self._repo_config, pub.repo)
+        check = text.with_config_notes(
+            concluded(pub, outcome, comment_id=comment_id, web_url=self._web_url,
+                      fail_on=repository.fail_on(self._checks())), repository.notes)
 
         def work() -> None:
             with self._store.transaction() as conn:

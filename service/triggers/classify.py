@@ -67,9 +67,10 @@ def classify_pull_request(
 
     A closed pull request is a ``Close``. Otherwise it is a ``pr_opened`` job for its
     current head unless ``auto_review`` is off, ``pushed`` and ``on_push`` is off, it is
-    a draft, its author is a bot, or its author may not trigger (the same allowlist as a
-    mention: ``allowed_associations`` or ``allowed_users``). Raises ``PayloadError`` for a
-    malformed ``pr``.
+    a draft (and drafts are not reviewed), its author is a bot, or its author may not
+    trigger (the same allowlist as a mention: ``allowed_associations`` or
+    ``allowed_users``). The switches are the repository's (``TriggerContext.triggers_for``).
+    Raises ``PayloadError`` for a malformed ``pr``.
     """
     f.repo_name(repo, "repo")
     number = f.positive_int(pr, "number", "pull_request")
@@ -78,11 +79,12 @@ def classify_pull_request(
         merged = f.flag(pr, "merged", "pull_request") or pr.get("merged_at") is not None
         return Close(repo=repo, pr_number=number, merged=merged)
     config = ctx.config
-    if not config.auto_review:
+    switches = ctx.triggers_for(repo)
+    if not switches.auto_review:
         return Ignore("auto_review_off")
-    if pushed and not config.on_push:
+    if pushed and not switches.on_push:
         return Ignore("on_push_off")
-    if f.flag(pr, "draft", "pull_request"):
+    if f.flag(pr, "draft", "pull_request") and not switches.drafts:
         return Ignore("draft")
     user = f.mapping(pr, "user", "pull_request")
     if is_bot(user):

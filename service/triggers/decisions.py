@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from service.config import TriggersConfig
 from service.jobs import Job
+from service.repo_config.merge import RepoTriggers
 
 from .mention import validate_phrase
 
@@ -21,8 +22,10 @@ from .mention import validate_phrase
 #: does not act on) and ``action:<name>`` (an action of a handled event it does not act
 #: on) complete the vocabulary.
 REASONS: dict[str, str] = {
-    "auto_review_off": "triggers.auto_review is off, so pull requests are not reviewed unasked",
-    "on_push_off": "a new head was pushed and triggers.on_push is off",
+    "auto_review_off": "automatic review is off (triggers.auto_review, or the repository's "
+                       ".github/pr-review-agent.yml), so pull requests are not reviewed unasked",
+    "on_push_off": "a new head was pushed and on_push is off (triggers.on_push, or the "
+                   "repository's .github/pr-review-agent.yml)",
     "draft": "the pull request is a draft",
     "bot_author": "the pull request or comment was written by a bot account",
     "not_a_pull_request": "the comment is on a plain issue, not a pull request",
@@ -91,6 +94,9 @@ class TriggerContext:
     app_id: int
     app_slug: str
     agent_comments: AgentComments = field(default=frozenset(), compare=False)
+    #: The automatic-review switches of a repository (its ``.github/pr-review-agent.yml``
+    #: as last read, over the operator's); None: the operator's alone.
+    repo_triggers: Callable[[str], RepoTriggers] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         validate_phrase(self.config.mention)
@@ -103,6 +109,14 @@ class TriggerContext:
     def bot_login(self) -> str:
         """The login the App's comments carry: ``{slug}[bot]``."""
         return f"{self.app_slug}[bot]"
+
+    def triggers_for(self, repo: str) -> RepoTriggers:
+        """Whether ``repo``'s pull requests are reviewed unasked: when opened, when pushed
+        to, and as drafts."""
+        if self.repo_triggers is not None:
+            return self.repo_triggers(repo)
+        return RepoTriggers(auto_review=self.config.auto_review, on_push=self.config.on_push,
+                            drafts=False)
 
     def is_agent_comment(self, comment_id: int) -> bool:
         """True when ``comment_id`` is recorded as one the agent posted."""

@@ -36,6 +36,8 @@ from service.github import GitHubClient
 from service.github.pulls import PullRequest, read_pull
 from service.health import Health
 from service.jobs import Job
+from service.repo_config.merge import Effective
+from service.repo_config.source import RepositoryConfigs
 from service.storage import Database, ledger, runs
 from service.storage.queue import Claim, ReviewQueue
 from service.worker.checkout import BareRepo, Checkouts
@@ -43,6 +45,7 @@ from service.worker.diff import Selection, read_diff, select
 from service.worker.estimate import Estimator, load_estimator
 from service.worker.ports import Publisher
 from service.worker.record import Outcome, RecordedRun
+from service.worker.repository import declined_by, settings_for
 from service.worker.settle import NOTHING_SPENT, Settlement, log_extra
 
 log = logging.getLogger(__name__)
@@ -82,6 +85,10 @@ class JobSettings:
     estimate_default: Estimator = field(default_factory=Estimator)
     engine_grace_seconds: float = ENGINE_GRACE_SECONDS
     guideline_paths: tuple[str, ...] = GUIDELINE_PATHS
+    #: A repository's own words for the reviewer, and the language of the review text
+    #: (``.github/pr-review-agent.yml``); None: none, and English.
+    instructions: str | None = None
+    language: str | None = None
     #: Read from the module at construction, so a test can shorten it.
     retry_delays: tuple[timedelta, ...] = field(default_factory=lambda: RETRY_DELAYS)
 
@@ -115,6 +122,7 @@ class _Plan:
     reserved: int
     guidelines: str | None
     extra: dict[str, object]
+    settings: JobSettings
 
 
 def outcome_for(stop_reason: str, truncated_by_size: bool) -> Outcome:
@@ -152,8 +160,10 @@ class JobRunner:
         clock: Clock,
         settings: JobSettings | None = None,
         health: Health | None = None,
+        repo_configs: RepositoryConfigs | None = None,
     ) -> None:
         self.settings = settings or JobSettings()
+        self._repo_configs = repo_configs
         self._store = Settlement(store, queue, governor, clock,
                                  CheckMarks(lambda: self.settings.checks))
         self._health = health
@@ -213,13 +223,18 @@ class JobRunner:
             await self._supersede(claim, pull, extra)
             progress.done = True
             return None
+        repository = await self._repository(installation, claim, extra)
+        settings = settings_for(self.settings, repository.settings)
+        if claim.kind == "pr_opened" and await self._declined(claim, pull, repository, extra):
+            progress.done = True
+            return None
         await self._store.started(claim, pull.head_sha)
 
         bare, pull = await self._checkout(claim, pull, installation)
         since = await self._since(claim, pull, bare, extra)
         files = await read_diff(bare, since or pull.base_sha, pull.head_sha)
-        selection = select(files, excluded=self.settings.excluded_paths,
-                           max_lines=self.settings.max_diff_lines)
+        selection = select(files, excluded=settings.excluded_paths,
+                           max_lines=settings.max_diff_lines)
         extra = {**extra, "lines": selection.lines, "reviewed_since": since}
         if not selection.files:
             if selection.truncated:
@@ -246,7 +261,8 @@ class JobRunner:
             progress.done = True
             return None
         return _Plan(pull=pull, bare=bare, since=since, selection=selection, reserved=reserved,
-                     guidelines=await self._guidelines(bare, pull.base_sha), extra=extra)
+                     guidelines=await self._guidelines(bare, pull.base_sha, settings),
+                     extra=extra, settings=settings)
 
     async def _review(self, claim: Claim, plan: _Plan, progress: _Progress) -> None:
         """Steps 6-7: the engine in a fresh worktree, then settle + record + finish, then
@@ -346,8 +362,36 @@ class JobRunner:
                  extra={**extra, "previous_head": previous})
         return None
 
-    async def _guidelines(self, bare: BareRepo, base_sha: str) -> str | None:
-        for path in self.settings.guideline_paths:
+    async def _repository(self, installation: int, claim: Claim, extra: dict[str, object]
+                          ) -> Effective:
+        """The repository's own config, read afresh (never from the pull request's head)."""
+        if self._repo_configs is None:
+            return Effective()
+        found = await self._repo_configs.fresh(installation, claim.repo)
+        if found.notes:
+            log.warning("the repository's config has problems; reviewing with the defaults "
+                        "for what it could not set", extra={**extra, "problems": found.notes})
+        return found
+
+    async def _declined(self, claim: Claim, pull: PullRequest, repository: Effective,
+                        extra: dict[str, object]) -> bool:
+        """A ``pr_opened`` the repository's config has turned off since the ingest decided
+        (on an older read): settled at zero, its check run saying which key."""
+        pushed = await self._store.read(runs.last_completed_head, claim.repo,
+                                        claim.pr_number) not in (None, pull.head_sha)
+        key = declined_by(repository.settings, draft=pull.draft, pushed=pushed)
+        if key is None:
+            return False
+        log.info("not reviewed: the repository's config sets %s", key, extra=extra)
+        await self._store.settle_zero(
+            claim, "refused", head_sha=pull.head_sha,
+            check=text.with_config_notes(
+                text.declined_by_repository(key, self.settings.mention), repository.notes))
+        return True
+
+    async def _guidelines(self, bare: BareRepo, base_sha: str, settings: JobSettings
+                          ) -> str | None:
+        for path in settings.guideline_paths:
             text = await bare.show(base_sha, path)
             if text is not None and text.strip():
                 return text
@@ -371,9 +415,10 @@ class JobRunner:
             command="describe" if claim.command == "describe" else "review",
             workdir=workdir, diff=selection.diff, changed_paths=selection.paths,
             title=pull.title, body=pull.body, guidelines=plan.guidelines,
+            instructions=plan.settings.instructions, language=plan.settings.language,
             base_sha=pull.base_sha, head_sha=pull.head_sha, reviewed_since=plan.since,
-            mode=mode, max_turns=self.settings.max_turns,
-            wall_clock_seconds=self.settings.wall_clock_seconds,
+            mode=mode, max_turns=plan.settings.max_turns,
+            wall_clock_seconds=plan.settings.wall_clock_seconds,
             max_run_tokens=plan.reserved, log_extra=dict(plan.extra),
         )
 
