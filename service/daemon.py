@@ -256,8 +256,10 @@ async def run(
         async with github_client(config, health, clock, transport, environ) as github:
             try:
                 # Read through the services at each use, so a SIGHUP's allow list applies.
-                repo_configs = RepositoryConfigs(store=store, github=github,
-                                                 config=lambda: services.config, clock=clock)
+                repo_configs = RepositoryConfigs(
+                    store=store, github=github, clock=clock,
+                    config=lambda: services.config.repository_config,
+                    triggers=lambda: services.config.triggers)
                 services = Services(
                     config=config, store=store, queue=ReviewQueue(
                         store, lease=timedelta(seconds=config.workers.lease_seconds)),

@@ -15,6 +15,7 @@ import pytest
 from service.budget import Governor, Usage
 from service.config import BudgetConfig
 from service.engine.base import Assessment, Description, EngineRequest, EngineResult, Finding
+from service.etags import ETagStore
 from service.github import AppJWT, GitHubClient
 from service.jobs import Job
 from service.secret import Secret
@@ -195,7 +196,7 @@ def build_sim(tmp: Path, *, config: BudgetConfig | None = None,
 
     github = GitHubClient(API, app_jwt=AppJWT(APP_ID, Secret(private_pem), world.clock.now),
                           clock=world.clock.now, transport=SimulatorTransport(world),
-                          sleep=virtual_sleep)
+                          sleep=virtual_sleep, etags=ETagStore())
     store = SqliteStore(tmp / "state.db")
     queue = ReviewQueue(store, lease=lease)
     governor = Governor(store, config or budget())

@@ -48,8 +48,7 @@ class Effective:
     def notes(self) -> tuple[str, ...]:
         """What a person should be told: each problem (the file was not applied), each key
         the operator does not let a repository set."""
-        out = [f"{p} (this file is not applied until it is fixed; the review ran with the "
-               "defaults)" for p in self.problems]
+        out = [f"{p} (none of this file's keys were applied)" for p in self.problems]
         out += [f"{i}: not applied (the operator does not let a repository set this key)"
                 for i in self.ignored]
         return tuple(out)

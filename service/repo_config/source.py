@@ -28,7 +28,7 @@ from typing import Any, Final
 import anyio.to_thread
 import httpx
 
-from service.config import Config
+from service.config import RepositoryConfigConfig, TriggersConfig
 from service.github import GitHubClient, GitHubError
 from service.github.errors import NotFound
 from service.repo_config.keys import FILE_PATH, MAX_FILE_BYTES
@@ -92,14 +92,18 @@ class RepositoryConfigs:
     """Reads, stores and merges the config files of the App's repositories."""
 
     def __init__(self, *, store: Database, github: GitHubClient | None,
-                 config: Callable[[], Config], clock: Callable[[], datetime]) -> None:
+                 clock: Callable[[], datetime],
+                 config: Callable[[], RepositoryConfigConfig] = RepositoryConfigConfig,
+                 triggers: Callable[[], TriggersConfig] = TriggersConfig) -> None:
+        """``config`` and ``triggers`` are read at each use (a SIGHUP replaces them)."""
         self._store = store
         self._github = github
         self._config = config
+        self._triggers = triggers
         self._clock = clock
 
     def _allow(self) -> frozenset[str]:
-        return frozenset(self._config().repository_config.allow)
+        return frozenset(self._config().allow)
 
     # -- without GitHub ---------------------------------------------------------------------
 
@@ -117,7 +121,7 @@ class RepositoryConfigs:
     def triggers(self, repo: str) -> RepoTriggers:
         """The automatic-review switches for ``repo`` from the last reads: what the trigger
         rules consult (``TriggerContext.repo_triggers``)."""
-        return triggers(self._config().triggers, self.stored(repo).settings)
+        return triggers(self._triggers(), self.stored(repo).settings)
 
     # -- from GitHub ------------------------------------------------------------------------
 
@@ -132,7 +136,7 @@ class RepositoryConfigs:
     async def refresh_if_stale(self, installation_id: int, repo: str, now: datetime) -> None:
         """Revalidate ``repo``'s files when the last read is older than
         ``repository_config.refresh_minutes`` (the poller calls this each cycle)."""
-        config = self._config().repository_config
+        config = self._config()
         if not config.allow:
             return
         age = timedelta(minutes=config.refresh_minutes)

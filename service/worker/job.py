@@ -36,6 +36,7 @@ from service.github import GitHubClient
 from service.github.pulls import PullRequest, read_pull
 from service.health import Health
 from service.jobs import Job
+from service.repo_config.keys import RepoSettings
 from service.repo_config.merge import Effective
 from service.repo_config.source import RepositoryConfigs
 from service.storage import Database, ledger, runs
@@ -45,7 +46,7 @@ from service.worker.diff import Selection, read_diff, select
 from service.worker.estimate import Estimator, load_estimator
 from service.worker.ports import Publisher
 from service.worker.record import Outcome, RecordedRun
-from service.worker.repository import declined_by, settings_for
+from service.worker.repository import declined_by
 from service.worker.settle import NOTHING_SPENT, Settlement, log_extra
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,23 @@ class JobSettings:
     language: str | None = None
     #: Read from the module at construction, so a test can shorten it.
     retry_delays: tuple[timedelta, ...] = field(default_factory=lambda: RETRY_DELAYS)
+
+    def for_repository(self, settings: RepoSettings) -> JobSettings:
+        """These settings with a repository's keys applied where its file sets them."""
+        changes: dict[str, object] = {}
+        if settings.excluded_paths:
+            # Added to the operator's, never replacing them: a repository cannot un-exclude.
+            changes["excluded_paths"] = self.excluded_paths + tuple(
+                p for p in settings.excluded_paths if p not in self.excluded_paths)
+        if settings.guidelines is not None:
+            changes["guideline_paths"] = (settings.guidelines,)
+        if settings.instructions is not None:
+            changes["instructions"] = settings.instructions
+        if settings.language is not None:
+            changes["language"] = settings.language
+        if settings.fail_on_set:
+            changes["checks"] = replace(self.checks, fail_on=settings.fail_on)
+        return replace(self, **changes) if changes else self  # type: ignore[arg-type]
 
     @classmethod
     def from_config(cls, config: Config) -> JobSettings:
@@ -224,7 +242,7 @@ class JobRunner:
             progress.done = True
             return None
         repository = await self._repository(installation, claim, extra)
-        settings = settings_for(self.settings, repository.settings)
+        settings = self.settings.for_repository(repository.settings)
         if claim.kind == "pr_opened" and await self._declined(claim, pull, repository, extra):
             progress.done = True
             return None
@@ -367,7 +385,13 @@ class JobRunner:
         """The repository's own config, read afresh (never from the pull request's head)."""
         if self._repo_configs is None:
             return Effective()
-        found = await self._repo_configs.fresh(installation, claim.repo)
+        try:
+            found = await self._repo_configs.fresh(installation, claim.repo)
+        except Exception:
+            # Never a reason to fail the review: the last read (or none) applies.
+            log.exception("reading the repository's config failed; using the last read",
+                          extra=extra)
+            found = await anyio.to_thread.run_sync(self._repo_configs.stored, claim.repo)
         if found.notes:
             log.warning("the repository's config has problems; reviewing with the defaults "
                         "for what it could not set", extra={**extra, "problems": found.notes})
