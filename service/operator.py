@@ -51,6 +51,7 @@ from service.health import Health
 from service.identity import AppIdentity
 from service.jobs import Job
 from service.publisher import GitHubPublisher
+from service.repo_config.source import RepositoryConfigs
 from service.runners import engine_isolation_problem
 from service.services import service_redactor
 from service.storage import Database, Transaction, ledger, runs
@@ -197,7 +198,12 @@ class _Session:
                                  publish=False)
         self.queue = ReviewQueue(self.store,
                                  lease=timedelta(seconds=self.config.workers.lease_seconds))
-        self.identity = AppIdentity(self.config, self.store)
+        config = self.config
+        self.repo_configs = RepositoryConfigs(
+            store=self.store, github=self.github, clock=self.clock,
+            config=lambda: config.repository_config, triggers=lambda: config.triggers)
+        self.identity = AppIdentity(self.config, self.store,
+                                    repo_triggers=self.repo_configs.triggers)
         self.installations = Installations(self.store, self.github)
 
     def job_runner(self) -> JobRunner:
@@ -207,14 +213,15 @@ class _Session:
             store=self.store, github=self.github, installations=self.installations,
             clock=self.clock, config=lambda: config.publish, mention=config.triggers.mention,
             bot_login=lambda: f"{identity.slug}[bot]" if identity.slug else None,
-            checks=lambda: config.checks)
+            checks=lambda: config.checks, repo_config=self.repo_configs.stored)
         return JobRunner(
             store=self.store, queue=self.queue, governor=self.governor, github=self.github,
             installations=self.installations,
             checkouts=Checkouts(Path(config.store.path).parent / "checkouts"),
             engine=build_engine(config.engine, self.environ, clock=self.clock,
                                 home_root=engine_homes(config)),
-            publisher=publisher, clock=self.clock, settings=JobSettings.from_config(config))
+            publisher=publisher, clock=self.clock, settings=JobSettings.from_config(config),
+            repo_configs=self.repo_configs)
 
 
 async def _review(session: _Session, repo: str, pr_number: int) -> ReviewReport:

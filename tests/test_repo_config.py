@@ -373,3 +373,15 @@ def test_a_reply_names_the_problems_with_the_trigger_phrase_neutralised() -> Non
     assert "line 2" in post.body and "@claude review" not in post.body
     assert "not fully applied" not in compose.review(publication(), (), (),
                                                      phrase="@claude").body
+
+
+@pytest.mark.anyio
+async def test_a_client_without_validators_reads_with_plain_gets(
+        sim: Sim, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sim.github, "_etags", None)  # as `pr-review-agent review` may build it
+    assert not sim.github.conditional
+    commit_on_main(sim, {FILE_PATH: "language: de\n"})
+    found = await configs(sim).fresh(sim.installation_id, REPO)
+    assert found.settings.language == "de"
+    assert [(status, sent) for _, status, sent in contents_requests(sim)] == [
+        (404, False), (200, False)]

@@ -251,6 +251,11 @@ class GitHubClient:
                 return
             url, query = nxt, {}  # the next link already carries the whole query
 
+    @property
+    def conditional(self) -> bool:
+        """Whether this client keeps validators (``get_conditional`` needs them)."""
+        return self._etags is not None
+
     async def get_conditional(
         self, installation_id: int, path: str, params: Params | None = None
     ) -> ConditionalResult:

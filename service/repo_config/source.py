@@ -30,6 +30,7 @@ import httpx
 
 from service.config import RepositoryConfigConfig, TriggersConfig
 from service.github import GitHubClient, GitHubError
+from service.github.conditional import ConditionalResult
 from service.github.errors import NotFound
 from service.repo_config.keys import FILE_PATH, MAX_FILE_BYTES
 from service.repo_config.merge import Effective, RepoTriggers, Source, merge, org_label, triggers
@@ -157,7 +158,12 @@ class RepositoryConfigs:
         extra = {"repo": repo, "path": url}
         etag: str | None = None
         try:
-            result = await self._github.get_conditional(installation_id, url)
+            if not self._github.conditional:  # a client without validators: a plain GET
+                result = ConditionalResult(status=200, not_modified=False,
+                                           data=await self._github.get_json(installation_id,
+                                                                            url))
+            else:
+                result = await self._github.get_conditional(installation_id, url)
             etag = result.etag
             if result.not_modified and (prior is None or prior.content is None):
                 # Validators this process holds, bytes the store does not: read it whole.
