@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from service.budget import Governor
 from service.config import BudgetConfig
 from service.ingest import Applied, Decided, apply_decisions
 from service.jobs import Job
-from service.storage import SqliteStore, Transaction
-from service.storage.queue import ReviewQueue
+from service.storage import STORE_ERRORS, Database, SqliteStore, Transaction, is_contention
+from service.storage.queue import Claim, ReviewQueue
 from service.triggers import Decision
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
@@ -43,3 +46,49 @@ def apply_one(conn: Transaction, queue: ReviewQueue, decision: Decision, *,
               now: datetime) -> Applied:
     """One decision through the ingest seam both paths share (``apply_decisions``)."""
     return apply_decisions(conn, queue, [Decided(decision, now)])[0]
+
+
+#: A check run inside each admitted claim's transaction: the violations it finds.
+AdmitCheck = Callable[[Transaction, Claim, datetime], list[str]]
+
+
+def drain_racing(open_store: Callable[[], Database], config: BudgetConfig,
+                 check: AdmitCheck, *, threads: int = 4,
+                 now: datetime = T0 + timedelta(minutes=1)) -> list[str]:
+    """``threads`` real threads, each with its own connection, queue and governor, claim
+    (at ``now``) until nothing is claimable; each admission is checked by ``check`` in
+    its own transaction. Returns the violations; raises the first error a thread met."""
+    violations: list[str] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(threads)
+
+    def worker(w: int) -> None:
+        try:
+            with open_store() as own:
+                q, gov = ReviewQueue(own, lease=LEASE), Governor(own, config)
+
+                def checked(conn: Transaction, claim: Claim, at: datetime) -> bool:
+                    ok = gov.admit(conn, claim, at)
+                    if ok:
+                        violations.extend(check(conn, claim, at))
+                    return ok
+
+                barrier.wait()
+                while True:
+                    try:
+                        if q.claim(now=now, owner=f"w{w}", admit=checked) is None:
+                            return
+                    except STORE_ERRORS as exc:
+                        if not is_contention(exc):
+                            raise  # contention is retried; anything else is a failure
+        except BaseException as exc:  # surfaced below, not lost in the thread
+            errors.append(exc)
+
+    running = [threading.Thread(target=worker, args=(w,)) for w in range(threads)]
+    for t in running:
+        t.start()
+    for t in running:
+        t.join()
+    if errors:
+        raise errors[0]
+    return violations

@@ -9,7 +9,6 @@ each with its own connection and governor.
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,12 +20,12 @@ import pytest
 from service.budget import Governor, Usage
 from service.budget.report import render
 from service.budget.windows import measure, measure_actor
-from service.storage import STORE_ERRORS, Database, SqliteStore, to_db_time
+from service.storage import Database, SqliteStore, to_db_time
 from service.storage.database import Transaction
 from service.storage.postgres import PostgresStore
 from service.storage.queue import Claim, ReviewQueue
 from tests.databases import BACKENDS, throwaway_database
-from tests.queue_helpers import LEASE, T0, budget, mention
+from tests.queue_helpers import LEASE, T0, budget, drain_racing, mention
 
 ACME, GLOBEX = 101, 202
 
@@ -191,44 +190,13 @@ def test_two_installations_racing_each_stop_at_their_share(tmp_path: Path, name:
                 queue.enqueue(mention(200 + n, n, repo="globex/site", actor=2000 + n),
                               now=T0 + timedelta(seconds=1))
             Governor(setup, config)  # publishes the shared policy once, before the race
-        violations: list[str] = []
-        errors: list[BaseException] = []
-        barrier = threading.Barrier(4)
+        def within_share(conn: Transaction, claim: Claim, now: datetime) -> list[str]:
+            inst = ACME if claim.repo == "acme/app" else GLOBEX
+            return [f"{inst} {mine}" for window, mine in zip(
+                measure(conn, now, config), measure_actor(conn, now, inst, installation=True),
+                strict=True) if mine.charged > window.limit // 2]
 
-        def worker(w: int) -> None:
-            try:
-                with opener() as own:
-                    q, gov = ReviewQueue(own, lease=LEASE), Governor(own, config)
-
-                    def checked(conn: Transaction, claim: Claim, now: datetime) -> bool:
-                        ok = gov.admit(conn, claim, now)
-                        if ok:
-                            inst = ACME if claim.repo == "acme/app" else GLOBEX
-                            for window, mine in zip(
-                                    measure(conn, now, config),
-                                    measure_actor(conn, now, inst, installation=True),
-                                    strict=True):
-                                if mine.charged > window.limit // 2:
-                                    violations.append(f"{inst} {mine}")
-                        return ok
-
-                    barrier.wait()
-                    while True:
-                        try:
-                            if q.claim(now=T0 + timedelta(minutes=1), owner=f"w{w}",
-                                       admit=checked) is None:
-                                return
-                        except STORE_ERRORS:
-                            continue  # contention on the file: the claim is simply retried
-            except BaseException as exc:  # surfaced below, not lost in the thread
-                errors.append(exc)
-
-        threads = [threading.Thread(target=worker, args=(w,)) for w in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert errors == [] and violations == []
+        assert drain_racing(opener, config, within_share) == []
         with opener() as store, store.read() as conn:
             admitted = Counter(int(i) for (i,) in conn.execute(
                 "SELECT installation_id FROM ledger"))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
-import threading
 from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -13,9 +11,9 @@ import pytest
 from service.budget import Governor, Mode, Usage
 from service.budget.breaker import BreakerState, write_breaker
 from service.budget.windows import measure, measure_actor
-from service.storage import Database, SqliteStore, is_contention, to_db_time
+from service.storage import Database, SqliteStore, Transaction, to_db_time
 from service.storage.queue import Claim, ReviewQueue
-from tests.queue_helpers import LEASE, T0, budget, mention, opened
+from tests.queue_helpers import LEASE, T0, budget, drain_racing, mention, opened
 
 
 @pytest.fixture
@@ -205,43 +203,13 @@ def test_two_people_racing_each_stop_at_their_cap(tmp_path: Path) -> None:
         for n in range(30):
             queue.enqueue(mention(200 + n, n, actor=2), now=T0 + timedelta(seconds=1))
         Governor(store, config)  # publishes the shared policy once, before the race
-    violations: list[str] = []
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(4)
 
-    def worker(w: int) -> None:
-        try:
-            with SqliteStore(path) as own:
-                q, gov = ReviewQueue(own, lease=LEASE), Governor(own, config)
+    def within_share(conn: Transaction, claim: Claim, now: datetime) -> list[str]:
+        return [f"{claim.actor_id} {mine}" for window, mine in zip(
+            measure(conn, now, config), measure_actor(conn, now, claim.actor_id),
+            strict=True) if mine.charged > window.limit // 2]
 
-                def checked(conn: sqlite3.Connection, claim: Claim, now: datetime) -> bool:
-                    ok = gov.admit(conn, claim, now)
-                    if ok:
-                        for window, mine in zip(measure(conn, now, config),
-                                                measure_actor(conn, now, claim.actor_id),
-                                                strict=True):
-                            if mine.charged > window.limit // 2:
-                                violations.append(f"{claim.actor_id} {mine}")
-                    return ok
-
-                barrier.wait()
-                while True:
-                    try:
-                        if q.claim(now=T0 + timedelta(minutes=1), owner=f"w{w}",
-                                   admit=checked) is None:
-                            return
-                    except sqlite3.OperationalError as exc:
-                        if not is_contention(exc):
-                            raise
-        except BaseException as exc:  # surfaced below, not lost in the thread
-            errors.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(w,)) for w in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == [] and violations == []
+    assert drain_racing(lambda: SqliteStore(path), config, within_share) == []
     with SqliteStore(path) as store, store.read() as conn:
         admitted = Counter(actor for (actor,) in conn.execute("SELECT actor_id FROM ledger"))
     assert admitted == {1: 5, 2: 5}
