@@ -213,7 +213,8 @@ class _Session:
             store=self.store, github=self.github, installations=self.installations,
             clock=self.clock, config=lambda: config.publish, mention=config.triggers.mention,
             bot_login=lambda: f"{identity.slug}[bot]" if identity.slug else None,
-            checks=lambda: config.checks, repo_config=self.repo_configs.stored)
+            checks=lambda: config.checks, repo_config=self.repo_configs.stored,
+            review=lambda: config.review)
         return JobRunner(
             store=self.store, queue=self.queue, governor=self.governor, github=self.github,
             installations=self.installations,

@@ -91,7 +91,8 @@ def build_publisher(services: Services, installations: Installations) -> GitHubP
         mention=services.config.triggers.mention,
         bot_login=lambda: f"{identity.slug}[bot]" if identity.slug else None,
         checks=lambda: services.config.checks,
-        repo_config=None if services.repo_configs is None else services.repo_configs.stored)
+        repo_config=None if services.repo_configs is None else services.repo_configs.stored,
+        review=lambda: services.config.review)
 
 
 async def maintain(services: Services, publisher: GitHubPublisher) -> None:

@@ -31,6 +31,7 @@ from service.github import AppJWT, GitHubClient
 from service.health import Health
 from service.jobs import Job
 from service.publisher import GitHubPublisher
+from service.publisher.publication import Publication, RunAccount
 from service.run_content import Omitted
 from service.secret import Secret
 from service.storage import Database, SqliteStore
@@ -65,6 +66,21 @@ ANCHORED = Finding(path="src/app.py", line=3, side="RIGHT", start_line=2, severi
 UNANCHORED = Finding(path="src/app.py", line=12, side="RIGHT", start_line=None,
                      severity="minor", category="maintainability", title="helper is long",
                      body="Consider splitting `helper`.")
+
+KEY = "mention:acme/widgets:7:123"
+ACCOUNT = RunAccount(tokens=1234, reserved=60_000, confidence="exact", engine="claude_code",
+                     model="m-1", mode="full", stop_reason="completed", reviewed_since=None)
+
+
+def publication(**changes: object) -> Publication:
+    """A mention's review with one anchored and one unanchored finding, as the publisher
+    loads it; ``changes`` replace its fields."""
+    base = Publication(
+        dedupe_key=KEY, kind="mention", command="review", repo="acme/widgets", pr_number=7,
+        head_sha=HEAD, comment_id=123, comment_source="issue", outcome="completed",
+        findings=(ANCHORED, UNANCHORED), assessment=Assessment("Looks fine.", "low"),
+        description=None, omitted=(), account=ACCOUNT, attempts=1)
+    return replace(base, **changes)  # type: ignore[arg-type]
 
 
 def budget(*, session: int = 1_000_000, weekly: int = 10_000_000, run: int = 10_000,
@@ -125,12 +141,13 @@ class Rig:
         assert repo == REPO
         return self.installation_id
 
-    def publisher(self) -> GitHubPublisher:
-        """A fresh publisher (a second one is what a restart looks like)."""
+    def publisher(self, **options: Any) -> GitHubPublisher:
+        """A fresh publisher (a second one is what a restart looks like); ``options`` are
+        more of ``GitHubPublisher``'s arguments (``review=``, ``repo_config=``)."""
         publisher = GitHubPublisher(
             store=self.store, github=self.github, installations=self.installations,
             clock=self.world.clock.now, config=lambda: self.config, mention=PHRASE,
-            bot_login=lambda: BOT, checks=lambda: self.checks)
+            bot_login=lambda: BOT, checks=lambda: self.checks, **options)
         self._publishers.append(publisher)
         return publisher
 

@@ -23,25 +23,11 @@ from service.publisher.markers import (
     split_description_block,
     with_description_block,
 )
-from service.publisher.publication import Publication, RunAccount
 from service.publisher.safety import MAX_BODY, WORD_JOINER, clean, code, github_length, truncate
 from service.run_content import Omitted
 from service.triggers import find_mention
-from tests.publisher_rig import ANCHORED, HEAD, PHRASE, UNANCHORED
+from tests.publisher_rig import ACCOUNT, ANCHORED, HEAD, KEY, PHRASE, UNANCHORED, publication
 from tests.simulator.harness import app_key_pair
-
-KEY = "mention:acme/widgets:7:123"
-ACCOUNT = RunAccount(tokens=1234, reserved=60_000, confidence="exact", engine="claude_code",
-                     model="m-1", mode="full", stop_reason="completed", reviewed_since=None)
-
-
-def publication(**changes: object) -> Publication:
-    base = Publication(
-        dedupe_key=KEY, kind="mention", command="review", repo="acme/widgets", pr_number=7,
-        head_sha=HEAD, comment_id=123, comment_source="issue", outcome="completed",
-        findings=(ANCHORED, UNANCHORED), assessment=Assessment("Looks fine.", "low"),
-        description=None, omitted=(), account=ACCOUNT, attempts=1)
-    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
 
 def bot(body: str, *, state: str = "COMMENTED", login: str = "pr-reviewer[bot]",

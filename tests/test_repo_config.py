@@ -28,8 +28,8 @@ from service.storage.checks import CheckState
 from service.triggers import Enqueue, Ignore, classify_pull_request
 from service.worker import Installations, JobRunner
 from tests.poller_rig import PollerRig
+from tests.publisher_rig import publication
 from tests.simulator.models import PullRequest
-from tests.test_publisher_compose import publication
 from tests.worker_helpers import REPO, Sim, build_sim, close_sim
 
 ALL = frozenset(RepositoryConfigConfig().allow)

@@ -258,6 +258,15 @@ class ReviewConfig:
     max_diff_lines: int = key("int",
         "Cap on the size, in lines, of a diff sent for review.",
         5000)
+    min_severity: str = key("str",
+        "The least serious finding posted: `critical`, `major`, `minor` or `nit`. Those below "
+        "are counted in the review body (\"4 more minor notes not shown\"), never silently "
+        "dropped. A repository's `.github/pr-review-agent.yml` may set its own.",
+        "nit", check=one_of(SEVERITIES))
+    max_findings: int = key("int",
+        "At most this many findings posted per review, the most serious first (1–100); the "
+        "rest are counted in the review body. A repository's file may set its own.",
+        100, maximum=100)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,6 +18,7 @@ from service.engine.base import Finding
 from service.publisher.markers import OUTDATED, run_marker
 from service.publisher.publication import Publication
 from service.publisher.safety import MAX_BODY, clean, clean_line, code, github_length, truncate
+from service.publisher.thresholds import not_shown_line
 from service.triggers import neutralise
 
 _SEVERITY_RANK: Final = {"critical": 0, "major": 1, "minor": 2, "nit": 3}
@@ -223,8 +224,11 @@ def _summary(pub: Publication, phrase: str, *, inline_count: int) -> str:
         text = ""
     if inline_count:
         text += f"\n\n{inline_count} finding(s) are comments on the diff."
-    elif pub.assessment is not None and not pub.findings:
+    elif pub.assessment is not None and not pub.findings and not pub.not_shown:
         text += "\n\nNo findings."
+    hidden = not_shown_line(pub)
+    if hidden:
+        text += f"\n\n{hidden}"
     return text.strip()
 
 

@@ -44,7 +44,7 @@ from service.alongside import alongside
 from service.budget import Governor
 from service.checks import text
 from service.checks.marks import CheckMarks
-from service.config import ChecksConfig, PublishConfig
+from service.config import ChecksConfig, PublishConfig, ReviewConfig
 from service.engine.base import Finding
 from service.engine.findings import split_findings
 from service.github import Forbidden, GitHubClient, GitHubError, NotFound, Unprocessable
@@ -56,6 +56,7 @@ from service.publisher.markers import OUTDATED, has_marker, run_marker, with_des
 from service.publisher.notices import Notices
 from service.publisher.publication import Publication
 from service.publisher.safety import MAX_BODY, github_length
+from service.publisher.thresholds import limits, thresholds
 from service.repo_config.merge import Effective
 from service.storage import Database, runs
 from service.storage.queue import Claim
@@ -100,7 +101,8 @@ class GitHubPublisher:
                  mention: str, bot_login: Callable[[], str | None] = lambda: None,
                  lease: timedelta = PUBLISH_LEASE,
                  checks: Callable[[], ChecksConfig] = ChecksConfig,
-                 repo_config: Callable[[str], Effective] | None = None) -> None:
+                 repo_config: Callable[[str], Effective] | None = None,
+                 review: Callable[[], ReviewConfig] = ReviewConfig) -> None:
         if lease < timedelta(seconds=3):
             raise ValueError("the publication lease must be at least three seconds")
         self._store = store
@@ -116,6 +118,7 @@ class GitHubPublisher:
         # The repository's config as last read (the worker read it afresh for this run):
         # its checks.fail_on, and its problems, named on the check run and in a reply.
         self._repo_config = repo_config or (lambda repo: Effective())
+        self._review_config = review
         self._web_url = web_url_for(github.api_url)
         self._acker = GitHubAck(github, installations)
         self.notices = Notices(store=store, github=github, installations=installations,
@@ -382,7 +385,12 @@ class GitHubPublisher:
     async def _claim(self, key: str, now: datetime) -> Publication | None:
         def work() -> Publication | None:
             with self._store.transaction() as conn:
-                return records.claim(conn, key, now, now + self._lease)
+                pub = records.claim(conn, key, now, now + self._lease)
+            if pub is None:
+                return None
+            # What is posted: the thresholds in force (the repository's, or the operator's).
+            least, most = limits(self._review_config(), self._repo_config(pub.repo))
+            return thresholds(pub, least, most)
         return await anyio.to_thread.run_sync(work)
 
     async def _db(self, fn: Callable[..., object], *args: Any) -> None:

@@ -66,6 +66,8 @@ class Publication:
     omitted: tuple[Omitted, ...]
     account: RunAccount
     attempts: int             # publish_attempts, this attempt included
+    #: Findings the thresholds kept back, by severity (``publisher.thresholds``).
+    not_shown: tuple[tuple[str, int], ...] = ()
 
     @property
     def is_mention(self) -> bool:

@@ -67,11 +67,11 @@ KEYS: Final[tuple[RepoKey, ...]] = (
     RepoKey("min_severity", "severity",
             "The least serious finding posted: `critical`, `major`, `minor` or `nit`. Those "
             "below are counted in the review body, not posted.",
-            "`nit` (everything)", "minor"),
+            "the operator's `review.min_severity` (`nit`: everything)", "minor"),
     RepoKey("max_findings", "count",
             "At most this many findings posted, the most serious first (1–100); the rest are "
             "counted in the review body.",
-            "no limit", 15),
+            "the operator's `review.max_findings` (100)", 15),
     RepoKey("checks.fail_on", "severity",
             "A finding at or above this severity makes the check run conclude `failure`, so "
             "the check can gate merging; `null` never does.",
