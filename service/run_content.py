@@ -54,9 +54,13 @@ class Omitted:
 # -- encoding ----------------------------------------------------------------------------
 
 def finding_json(finding: Finding) -> dict[str, object]:
-    return {"path": finding.path, "line": finding.line, "side": finding.side,
-            "start_line": finding.start_line, "severity": finding.severity,
-            "category": finding.category, "title": finding.title, "body": finding.body}
+    out: dict[str, object] = {
+        "path": finding.path, "line": finding.line, "side": finding.side,
+        "start_line": finding.start_line, "severity": finding.severity,
+        "category": finding.category, "title": finding.title, "body": finding.body}
+    if finding.fingerprint is not None:
+        out["fingerprint"] = finding.fingerprint
+    return out
 
 
 def assessment_json(assessment: Assessment) -> dict[str, object]:
@@ -105,6 +109,12 @@ def _loads(text: object, what: str) -> Any:
         raise ValueError(f"runs.{what} is not valid JSON: {exc.msg}") from exc
 
 
+def _optional_text(value: object) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise ValueError(f"expected text, got {type(value).__name__}")
+
+
 def parse_findings(text: object) -> tuple[Finding, ...]:
     """``runs.findings`` as ``Finding`` objects (ValueError when malformed)."""
     data = _loads(text, "findings")
@@ -118,7 +128,8 @@ def parse_findings(text: object) -> tuple[Finding, ...]:
             out.append(Finding(
                 path=item["path"], line=item["line"], side=item["side"],
                 start_line=item.get("start_line"), severity=item["severity"],
-                category=item["category"], title=item["title"], body=item["body"]))
+                category=item["category"], title=item["title"], body=item["body"],
+                fingerprint=_optional_text(item.get("fingerprint"))))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"runs.findings[{i}]: {exc}") from exc
     return tuple(out)

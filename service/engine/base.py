@@ -65,6 +65,9 @@ class Finding:
     category: Category
     title: str
     body: str
+    #: Who the finding is across reviews (``service.fingerprint``): set by the worker from
+    #: the code it points at, not by the engine; not part of equality.
+    fingerprint: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         _require(bool(self.path) and not self.path.startswith("/"),

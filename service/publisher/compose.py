@@ -16,6 +16,7 @@ from typing import Final
 
 from service.engine.base import Finding
 from service.publisher.markers import OUTDATED, run_marker
+from service.publisher.memory import repeated_line
 from service.publisher.publication import Publication
 from service.publisher.safety import MAX_BODY, clean, clean_line, code, github_length, truncate
 from service.publisher.thresholds import not_shown_line
@@ -224,11 +225,12 @@ def _summary(pub: Publication, phrase: str, *, inline_count: int) -> str:
         text = ""
     if inline_count:
         text += f"\n\n{inline_count} finding(s) are comments on the diff."
-    elif pub.assessment is not None and not pub.findings and not pub.not_shown:
+    elif (pub.assessment is not None and not pub.findings and not pub.not_shown
+          and not pub.repeated):
         text += "\n\nNo findings."
-    hidden = not_shown_line(pub)
-    if hidden:
-        text += f"\n\n{hidden}"
+    for line in (repeated_line(pub), not_shown_line(pub)):
+        if line:
+            text += f"\n\n{line}"
     return text.strip()
 
 

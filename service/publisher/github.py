@@ -32,7 +32,7 @@ dropped connections) leaves the run for ``retry.republish_pending``, until
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal
@@ -50,15 +50,16 @@ from service.engine.findings import split_findings
 from service.github import Forbidden, GitHubClient, GitHubError, NotFound, Unprocessable
 from service.github.pulls import PullRequest, read_pull
 from service.github.urls import web_url_for
-from service.publisher import compose, lookup, records
+from service.publisher import compose, lookup, memory, records
 from service.publisher.check_outcome import concluded
 from service.publisher.markers import OUTDATED, has_marker, run_marker, with_description_block
+from service.publisher.memory import without_repeats
 from service.publisher.notices import Notices
 from service.publisher.publication import Publication
 from service.publisher.safety import MAX_BODY, github_length
 from service.publisher.thresholds import limits, thresholds
 from service.repo_config.merge import Effective
-from service.storage import Database, runs
+from service.storage import Database, posted_findings, runs
 from service.storage.queue import Claim
 from service.worker.ports import GitHubAck
 from service.worker.record import RecordedRun
@@ -327,6 +328,7 @@ class GitHubPublisher:
         if pub.is_mention:  # a person asked: the answer names what is wrong with the file
             notes = (await anyio.to_thread.run_sync(self._repo_config, pub.repo)).notes
         post = compose.review(pub, inline, body_only, phrase=self._phrase, config_notes=notes)
+        post_inline = inline
         try:
             data = await self._github.post_json(installation, path, post.payload(pub.head_sha))
         except Unprocessable as exc:
@@ -337,6 +339,7 @@ class GitHubPublisher:
             await self._db(runs.count_attempt, pub.dedupe_key)
             post = compose.review(pub, (), pub.findings, phrase=self._phrase, fallback=True,
                                   config_notes=notes)
+            post_inline = ()
             data = await self._github.post_json(installation, path, post.payload(pub.head_sha))
         review_id = _id_of(data)
         posted: tuple[int, ...] = ()
@@ -344,7 +347,7 @@ class GitHubPublisher:
             posted = await lookup.review_comment_ids(self._github, installation, pub.repo,
                                                      pub.pr_number, review_id)
         await self._record(pub, "published", published=True, comment_id=review_id,
-                           posted=posted)
+                           posted=posted, inline=post_inline)
         log.info("review posted", extra={**extra, "review_id": review_id,
                                          "inline": len(post.comments),
                                          "in_body": len(pub.findings) - len(post.comments)})
@@ -358,9 +361,12 @@ class GitHubPublisher:
     # -- the store ------------------------------------------------------------------------
 
     async def _record(self, pub: Publication, outcome: Status, *, published: bool,
-                      comment_id: int | None, posted: Iterable[int] = ()) -> None:
+                      comment_id: int | None, posted: Iterable[int] = (),
+                      inline: Sequence[Finding] = ()) -> None:
         now = self._clock()
         ids = tuple(posted)
+        shown = (memory.posted(pub, inline, ids)
+                 if outcome == "published" and not pub.is_describe else ())
         repository = await anyio.to_thread.run_sync(self._repo_config, pub.repo)
         check = text.with_config_notes(
             concluded(pub, outcome, comment_id=comment_id, web_url=self._web_url,
@@ -372,6 +378,8 @@ class GitHubPublisher:
                                           outcome=outcome, now=now, published=published,
                                           comment_id=comment_id, posted=ids):
                     self._marks.end_open(conn, pub.dedupe_key, check, now)
+                    posted_findings.remember(conn, pub.repo, pub.pr_number,
+                                             head_sha=pub.head_sha, posted=shown, now=now)
         await anyio.to_thread.run_sync(work)
 
     async def _give_up(self, key: str, now: datetime) -> None:
@@ -386,8 +394,11 @@ class GitHubPublisher:
         def work() -> Publication | None:
             with self._store.transaction() as conn:
                 pub = records.claim(conn, key, now, now + self._lease)
-            if pub is None:
-                return None
+                if pub is None:
+                    return None
+                known = posted_findings.fingerprints(conn, pub.repo, pub.pr_number)
+            # Not raised again: what was posted on this pull request before.
+            pub = without_repeats(pub, known)
             # What is posted: the thresholds in force (the repository's, or the operator's).
             least, most = limits(self._review_config(), self._repo_config(pub.repo))
             return thresholds(pub, least, most)

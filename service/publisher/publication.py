@@ -68,6 +68,8 @@ class Publication:
     attempts: int             # publish_attempts, this attempt included
     #: Findings the thresholds kept back, by severity (``publisher.thresholds``).
     not_shown: tuple[tuple[str, int], ...] = ()
+    #: Findings not posted because they were posted on this pull request before.
+    repeated: int = 0
 
     @property
     def is_mention(self) -> bool:

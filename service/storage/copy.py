@@ -39,6 +39,7 @@ COPIED: Final[tuple[tuple[str, str], ...]] = (
     ("notices", "dedupe_key"),
     ("checks", "dedupe_key, head_sha"),
     ("repository_files", "url"),
+    ("posted_findings", "repo, pr_number, fingerprint"),
 )
 #: Tables the target derives itself (the ledger's triggers), compared but not copied.
 DERIVED: Final[tuple[tuple[str, str], ...]] = (("ledger_hours", "hour"),

@@ -269,4 +269,14 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "url TEXT PRIMARY KEY, repo TEXT NOT NULL, found INTEGER NOT NULL, etag TEXT,"
         " content BLOB, problem TEXT, read_at TEXT NOT NULL)",
     ),
+    # 31: every finding posted on a pull request, by fingerprint (service.fingerprint): a
+    # later review does not post it again. No review text: the retention purge keeps it.
+    (
+        "CREATE TABLE IF NOT EXISTS posted_findings ("
+        "repo TEXT NOT NULL, pr_number INTEGER NOT NULL, fingerprint TEXT NOT NULL,"
+        " path TEXT NOT NULL, line INTEGER NOT NULL, severity TEXT NOT NULL,"
+        " category TEXT NOT NULL, head_sha TEXT NOT NULL, comment_id INTEGER,"
+        " posted_at TEXT NOT NULL, state TEXT NOT NULL,"
+        " PRIMARY KEY (repo, pr_number, fingerprint))",
+    ),
 )

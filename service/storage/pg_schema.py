@@ -134,4 +134,12 @@ PG_MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         f" found BIGINT NOT NULL, etag {_T}, content BYTEA, problem {_T},"
         f" read_at {_T} NOT NULL)",
     ),
+    # 5: SQLite's 31, every finding posted on a pull request, by fingerprint.
+    (
+        f"CREATE TABLE posted_findings (repo {_T} NOT NULL, pr_number BIGINT NOT NULL,"
+        f" fingerprint {_T} NOT NULL, path {_T} NOT NULL, line BIGINT NOT NULL,"
+        f" severity {_T} NOT NULL, category {_T} NOT NULL, head_sha {_T} NOT NULL,"
+        f" comment_id BIGINT, posted_at {_T} NOT NULL, state {_T} NOT NULL,"
+        f" PRIMARY KEY (repo, pr_number, fingerprint))",
+    ),
 )

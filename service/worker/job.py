@@ -46,7 +46,7 @@ from service.worker.diff import Selection, read_diff, select
 from service.worker.estimate import Estimator, load_estimator
 from service.worker.ports import Publisher
 from service.worker.record import Outcome, RecordedRun
-from service.worker.repository import declined_by
+from service.worker.repository import declined_by, fingerprinted
 from service.worker.settle import NOTHING_SPENT, Settlement, log_extra
 
 log = logging.getLogger(__name__)
@@ -318,7 +318,8 @@ class JobRunner:
             claim=claim, head_sha=pull.head_sha, base_sha=pull.base_sha,
             reviewed_since=plan.since,
             outcome=outcome_for(result.stop_reason, selection.truncated),
-            stop_reason=result.stop_reason, findings=result.findings,
+            stop_reason=result.stop_reason,
+            findings=await fingerprinted(plan.bare, pull, result.findings),
             assessment=result.assessment, description=result.description,
             omitted=selection.omitted, usage=priced(result), recorded_at=self._clock(),
             detail=result.detail, resets_at=result.usage_limit_resets_at,
