@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,7 @@ from service.publisher import compose
 from service.publisher.memory import posted, repeated_line, without_repeats
 from service.retention import sweep
 from service.run_content import encode_findings, parse_findings
+from tests.bench import bench_repeats
 from tests.publisher_rig import (
     ANCHORED,
     UNANCHORED,
@@ -139,3 +141,12 @@ async def test_the_memory_outlives_the_retention_purge(rig: Rig) -> None:
     assert sweep(rig.store, now=rig.now(), delay=timedelta(0)) == 1
     assert rig.run_row(run.dedupe_key)["content_purged_at"] is not None
     assert len(rig.rows("posted_findings")) == 1
+
+
+@pytest.mark.anyio
+async def test_pushes_that_move_the_code_post_each_finding_once(tmp_path: Path) -> None:
+    """The real worker and publisher, three heads, the same two findings each time at
+    lines that move with every push: two inline comments in all, not six."""
+    figures = await bench_repeats.run(heads=3, findings=2, tmp=tmp_path)
+    assert figures["reviews_posted"] == 3
+    assert figures["inline_comments_posted"] == figures["distinct_findings"] == 2
