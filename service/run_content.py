@@ -58,6 +58,8 @@ def finding_json(finding: Finding) -> dict[str, object]:
         "path": finding.path, "line": finding.line, "side": finding.side,
         "start_line": finding.start_line, "severity": finding.severity,
         "category": finding.category, "title": finding.title, "body": finding.body}
+    if finding.suggestion is not None:
+        out["suggestion"] = finding.suggestion
     if finding.fingerprint is not None:
         out["fingerprint"] = finding.fingerprint
     return out
@@ -129,6 +131,7 @@ def parse_findings(text: object) -> tuple[Finding, ...]:
                 path=item["path"], line=item["line"], side=item["side"],
                 start_line=item.get("start_line"), severity=item["severity"],
                 category=item["category"], title=item["title"], body=item["body"],
+                suggestion=_optional_text(item.get("suggestion")),
                 fingerprint=_optional_text(item.get("fingerprint"))))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"runs.findings[{i}]: {exc}") from exc

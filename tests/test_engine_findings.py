@@ -75,7 +75,7 @@ def test_valid_review_normalises_harmless_variations() -> None:
     (finding(title=""), r"title: must be a non-empty string"),
     (finding(start_line=9), r"start_line: must not be greater than line"),
     (finding(path="/etc/passwd"), r"path: must be relative"),
-    ({**finding(), "suggestion": "x"}, r"suggestion: unexpected field"),
+    ({**finding(), "patch": "x"}, r"patch: unexpected field"),
     ("not an object", r"findings\[0\]: must be an object"),
 ])
 def test_invalid_findings_name_the_field(bad: Any, message: str) -> None:

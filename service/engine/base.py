@@ -40,6 +40,8 @@ DETAIL_MAX_CHARS: Final = 300
 #: Caps on model-written text, so a runaway answer cannot bloat a review or the store.
 TITLE_MAX_CHARS: Final = 200
 BODY_MAX_CHARS: Final = 8000
+#: The longest replacement code a finding may propose; a longer one is not offered.
+SUGGESTION_MAX_CHARS: Final = 5000
 
 
 def _require(condition: bool, message: str) -> None:
@@ -65,6 +67,10 @@ class Finding:
     category: Category
     title: str
     body: str
+    #: Replacement code for lines ``start_line``..``line`` of the new version (``RIGHT``
+    #: only), exactly as they should read; the publisher offers it as a committable
+    #: suggestion when GitHub can anchor it. None: no replacement proposed.
+    suggestion: str | None = None
     #: Who the finding is across reviews (``service.fingerprint``): set by the worker from
     #: the code it points at, not by the engine; not part of equality.
     fingerprint: str | None = field(default=None, compare=False)

@@ -23,6 +23,7 @@ from service.engine.base import (
     REDUCED_CATEGORIES,
     RISKS,
     SIDES,
+    SUGGESTION_MAX_CHARS,
     TITLE_MAX_CHARS,
     Assessment,
     Command,
@@ -63,6 +64,11 @@ def review_schema(mode: ReviewMode) -> dict[str, Any]:
             "category": {"type": "string", "enum": categories},
             "title": {"type": "string", "maxLength": TITLE_MAX_CHARS},
             "body": {"type": "string", "maxLength": BODY_MAX_CHARS},
+            "suggestion": {"type": ["string", "null"], "maxLength": SUGGESTION_MAX_CHARS,
+                           "description": "optional: the exact replacement for lines "
+                                          "start_line..line (or line) of the new version "
+                                          "(side RIGHT), with their indentation; omit or "
+                                          "null when there is no concrete fix"},
         },
     }
     return {
@@ -176,7 +182,7 @@ def _parse_finding(item: Any, where: str) -> Finding:
     if not isinstance(item, dict):
         raise InvalidAnswer(f"{where.rstrip('.')}: must be an object, got {_kind(item)}")
     _only_keys(item, ("path", "line", "side", "start_line", "severity", "category",
-                      "title", "body"), where)
+                      "title", "body", "suggestion"), where)
     path = _text(item, "path", where, 1000)
     path = path.removeprefix("./")
     if path.startswith(("a/", "b/")) and len(path) > 2:
@@ -198,7 +204,21 @@ def _parse_finding(item: Any, where: str) -> Finding:
         category=_choice(item, "category", where, CATEGORIES),  # type: ignore[arg-type]
         title=_text(item, "title", where, TITLE_MAX_CHARS),
         body=_text(item, "body", where, BODY_MAX_CHARS),
+        suggestion=_suggestion(item, where),
     )
+
+
+def _suggestion(item: Mapping[str, Any], where: str) -> str | None:
+    """The proposed replacement code: only on the new version (``RIGHT``), never cut (a
+    cut suggestion would commit broken code), so one over the limit is not offered."""
+    raw = item.get("suggestion")
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise InvalidAnswer(f"{where}suggestion: must be a string or null, got {_kind(raw)}")
+    if item.get("side") != "RIGHT" or len(raw) > SUGGESTION_MAX_CHARS:
+        return None
+    return raw.replace("\r\n", "\n").rstrip("\n")
 
 
 def _parse_description(value: Mapping[str, Any]) -> Answer:

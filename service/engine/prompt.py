@@ -116,6 +116,9 @@ def system_rules(command: Command, mode: ReviewMode, *, can_read_files: bool) ->
             "as bugs.",
             "- Severity: critical (exploitable, data loss, outage), major (wrong behaviour), "
             "minor (edge case, weak code), nit (cosmetic).",
+            "- When the fix is a concrete replacement of the new-version lines a finding points "
+            "at (start_line..line, side RIGHT), give those lines exactly as they should read, "
+            "with their indentation, in `suggestion`; otherwise leave it out.",
         ]
         if mode == "reduced":
             lines.append(

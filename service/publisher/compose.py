@@ -10,6 +10,7 @@ one line per finding, then a count — always with a note saying so.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -20,6 +21,7 @@ from service.publisher.memory import repeated_line
 from service.publisher.publication import Publication
 from service.publisher.safety import MAX_BODY, clean, clean_line, code, github_length, truncate
 from service.publisher.thresholds import not_shown_line
+from service.redact import redact_shapes
 from service.triggers import neutralise
 
 _SEVERITY_RANK: Final = {"critical": 0, "major": 1, "minor": 2, "nit": 3}
@@ -118,11 +120,31 @@ def _finding_text(finding: Finding, phrase: str) -> str:
     return truncate(clean(finding.body, phrase), MAX_FINDING_CHARS, SIZE_NOTE)
 
 
+def suggestion_block(finding: Finding, phrase: str, *, committable: bool) -> str:
+    """The finding's replacement code: a ```` ```suggestion ```` block GitHub offers to
+    commit (``committable``: the comment is anchored on the lines it replaces), else a
+    plain code block saying which lines it would replace. The fence is longer than any
+    backtick run inside; the trigger phrase is neutralised and token shapes redacted, and
+    nothing else is touched (it is code)."""
+    text = neutralise(redact_shapes(finding.suggestion or "")[0], phrase)
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    if committable:
+        return f"{fence}suggestion\n{text}\n{fence}"
+    lines = (f"line {finding.line}" if finding.start_line is None
+             else f"lines {finding.start_line}–{finding.line}")
+    return f"Suggested replacement for {lines}:\n\n{fence}\n{text}\n{fence}"
+
+
 def inline_comment(finding: Finding, phrase: str) -> dict[str, object]:
     """One review comment on the diff; multi-line only when ``start_line`` precedes
-    ``line`` (GitHub refuses a start line equal to the line)."""
+    ``line`` (GitHub refuses a start line equal to the line). A finding that proposes
+    replacement code carries it as a committable suggestion (an inline finding's lines lie
+    in one hunk: ``findings.is_inline``)."""
     body = neutralise(f"{_heading(finding, phrase)}\n\n{_finding_text(finding, phrase)}",
                       phrase)
+    if finding.suggestion is not None and finding.side == "RIGHT":
+        body += "\n\n" + suggestion_block(finding, phrase, committable=True)
     out: dict[str, object] = {"path": finding.path, "line": finding.line,
                               "side": finding.side, "body": truncate(body, MAX_BODY, SIZE_NOTE)}
     if finding.start_line is not None and finding.start_line < finding.line:
@@ -132,9 +154,13 @@ def inline_comment(finding: Finding, phrase: str) -> dict[str, object]:
 
 
 def _full_entry(n: int, finding: Finding, phrase: str) -> str:
-    return (f"{_heading(finding, phrase, n)}  \n"
-            f"{code(clean_line(finding.path, phrase)[:300])}, {_where(finding)}\n\n"
-            f"{_finding_text(finding, phrase)}")
+    entry = (f"{_heading(finding, phrase, n)}  \n"
+             f"{code(clean_line(finding.path, phrase)[:300])}, {_where(finding)}\n\n"
+             f"{_finding_text(finding, phrase)}")
+    if finding.suggestion is not None:
+        # Not anchored on the diff: shown as text, never offered to commit.
+        entry += "\n\n" + suggestion_block(finding, phrase, committable=False)
+    return entry
 
 
 def _compact_entry(n: int, finding: Finding, phrase: str) -> str:
