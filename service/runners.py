@@ -28,6 +28,7 @@ from service.engine.factory import build_engine, engine_homes, verify_engine
 from service.engine.sandbox import SandboxError, Verified
 from service.poller import Poller
 from service.publisher import GitHubPublisher, republish_pending
+from service.publisher.summary import Summaries
 from service.retention import delay_of, sweep
 from service.worker import JobRunner, JobSettings, WorkerPool
 from service.worker.acknowledge import EarlyAck, SkipAcked
@@ -85,14 +86,21 @@ def build_publisher(services: Services, installations: Installations) -> GitHubP
     ``publish.dry_run`` takes effect at the next post.
     """
     identity = services.identity
+
+    def bot_login() -> str | None:
+        return f"{identity.slug}[bot]" if identity.slug else None
+
+    summaries = Summaries(
+        store=services.store, github=services.github, installations=installations,
+        clock=services.clock, config=lambda: services.config.publish,
+        mention=services.config.triggers.mention, bot_login=bot_login)
     return GitHubPublisher(
         store=services.store, github=services.github, installations=installations,
         clock=services.clock, config=lambda: services.config.publish,
         mention=services.config.triggers.mention,
-        bot_login=lambda: f"{identity.slug}[bot]" if identity.slug else None,
-        checks=lambda: services.config.checks,
+        bot_login=bot_login, checks=lambda: services.config.checks,
         repo_config=None if services.repo_configs is None else services.repo_configs.stored,
-        review=lambda: services.config.review)
+        review=lambda: services.config.review, summaries=summaries)
 
 
 async def maintain(services: Services, publisher: GitHubPublisher) -> None:
@@ -105,6 +113,8 @@ async def maintain(services: Services, publisher: GitHubPublisher) -> None:
         now = services.clock()
         try:
             await republish_pending(services.store, publisher, now)
+            if publisher.summaries is not None:
+                await publisher.summaries.update_pending(now)
             if tick % every == 0:
                 await publisher.notify_refusals(services.governor, now)
                 delay = delay_of(services.config.retention)

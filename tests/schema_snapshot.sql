@@ -1,4 +1,4 @@
--- user_version 31
+-- user_version 32
 CREATE INDEX agent_comments_id ON agent_comments (comment_id);
 CREATE INDEX checks_owed ON checks (updated_at) WHERE version > shown_version;
 CREATE INDEX ledger_actor_window ON ledger (actor_id, reserved_at);
@@ -23,6 +23,7 @@ CREATE TABLE ledger_cost_hours (hour TEXT PRIMARY KEY, micro_usd INTEGER NOT NUL
 CREATE TABLE ledger_hours (hour TEXT PRIMARY KEY, charged INTEGER NOT NULL);
 CREATE TABLE notices (dedupe_key TEXT PRIMARY KEY, kind TEXT NOT NULL, comment_id INTEGER, posted_at TEXT NOT NULL);
 CREATE TABLE posted_findings (repo TEXT NOT NULL, pr_number INTEGER NOT NULL, fingerprint TEXT NOT NULL, path TEXT NOT NULL, line INTEGER NOT NULL, severity TEXT NOT NULL, category TEXT NOT NULL, head_sha TEXT NOT NULL, comment_id INTEGER, posted_at TEXT NOT NULL, state TEXT NOT NULL, PRIMARY KEY (repo, pr_number, fingerprint));
+CREATE TABLE pr_summaries (repo TEXT NOT NULL, pr_number INTEGER NOT NULL, comment_id INTEGER, create_started_at TEXT, version INTEGER NOT NULL, shown_version INTEGER NOT NULL, lease_until TEXT, updated_at TEXT NOT NULL, PRIMARY KEY (repo, pr_number));
 CREATE TABLE queue (dedupe_key TEXT PRIMARY KEY, kind TEXT NOT NULL, repo TEXT NOT NULL, pr_number INTEGER NOT NULL, head_sha TEXT, actor_id INTEGER NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, enqueued_at TEXT NOT NULL, leased_until TEXT, owner TEXT, comment_id INTEGER, comment_source TEXT, command TEXT NOT NULL DEFAULT 'review');
 CREATE TABLE repositories (repo TEXT PRIMARY KEY, installation_id INTEGER NOT NULL, added_at TEXT NOT NULL, removed_at TEXT);
 CREATE TABLE repository_files (url TEXT PRIMARY KEY, repo TEXT NOT NULL, found INTEGER NOT NULL, etag TEXT, content BLOB, problem TEXT, read_at TEXT NOT NULL);

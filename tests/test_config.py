@@ -442,7 +442,7 @@ def test_unknown_key_at_every_level_suggests_the_nearest(
 
 def test_unknown_key_without_a_near_match_lists_the_valid_keys(secrets_dir: Path) -> None:
     assert problems_of(with_key("publish.zzz", 1), secrets_dir) == [
-        "publish.zzz: unknown key (valid keys: describe_updates_body, dry_run)"
+        "publish.zzz: unknown key (valid keys: describe_updates_body, dry_run, summary_comment)"
     ]
 
 

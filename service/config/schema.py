@@ -279,6 +279,11 @@ class PublishConfig:
         "`@claude describe` writes the description into the pull request's body, between marked "
         "lines that keep the author's own text, instead of posting it as a comment.",
         False)
+    summary_comment: bool = key("bool",
+        "Keep one summary comment of the App's on each reviewed pull request, edited in "
+        "place after every review: the latest overview, the open findings by severity, "
+        "what became of each head, the cost so far.",
+        True)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -57,6 +57,7 @@ from service.publisher.memory import without_repeats
 from service.publisher.notices import Notices
 from service.publisher.publication import Publication
 from service.publisher.safety import MAX_BODY, github_length
+from service.publisher.summary import Summaries
 from service.publisher.thresholds import limits, thresholds
 from service.repo_config.merge import Effective
 from service.storage import Database, posted_findings, runs
@@ -103,7 +104,8 @@ class GitHubPublisher:
                  lease: timedelta = PUBLISH_LEASE,
                  checks: Callable[[], ChecksConfig] = ChecksConfig,
                  repo_config: Callable[[str], Effective] | None = None,
-                 review: Callable[[], ReviewConfig] = ReviewConfig) -> None:
+                 review: Callable[[], ReviewConfig] = ReviewConfig,
+                 summaries: Summaries | None = None) -> None:
         if lease < timedelta(seconds=3):
             raise ValueError("the publication lease must be at least three seconds")
         self._store = store
@@ -120,6 +122,9 @@ class GitHubPublisher:
         # its checks.fail_on, and its problems, named on the check run and in a reply.
         self._repo_config = repo_config or (lambda repo: Effective())
         self._review_config = review
+        # The pull request's summary comment, asked for with every recorded outcome and
+        # written after the attempt (None: not kept, as in the publisher's own tests).
+        self.summaries = summaries
         self._web_url = web_url_for(github.api_url)
         self._acker = GitHubAck(github, installations)
         self.notices = Notices(store=store, github=github, installations=installations,
@@ -145,7 +150,15 @@ class GitHubPublisher:
     # -- one attempt ----------------------------------------------------------------------
 
     async def publish_key(self, key: str) -> PublishResult:
-        """One publication attempt for the run recorded under ``key``."""
+        """One publication attempt for the run recorded under ``key``; then the pull
+        request's summary comment is brought up to date (``summary.Summaries``)."""
+        where: list[tuple[str, int]] = []
+        result = await self._publish_key(key, where)
+        if where and self.summaries is not None:
+            await self.summaries.update_quietly(*where[0])
+        return result
+
+    async def _publish_key(self, key: str, where: list[tuple[str, int]]) -> PublishResult:
         now = self._clock()
         try:
             pub = await self._claim(key, now)
@@ -156,6 +169,7 @@ class GitHubPublisher:
             return PublishResult(key, "failed")
         if pub is None:
             return PublishResult(key, "skipped")
+        where.append((pub.repo, pub.pr_number))
         extra = {"dedupe_key": key, "repo": pub.repo, "pr": pub.pr_number,
                  "attempt": pub.attempts}
         try:
@@ -368,6 +382,8 @@ class GitHubPublisher:
         shown = (memory.posted(pub, inline, ids)
                  if outcome == "published" and not pub.is_describe else ())
         repository = await anyio.to_thread.run_sync(self._repo_config, pub.repo)
+        summarise = (self.summaries is not None and self.summaries.wanted()
+                     and outcome != "dry_run")
         check = text.with_config_notes(
             concluded(pub, outcome, comment_id=comment_id, web_url=self._web_url,
                       fail_on=repository.fail_on(self._checks())), repository.notes)
@@ -380,6 +396,8 @@ class GitHubPublisher:
                     self._marks.end_open(conn, pub.dedupe_key, check, now)
                     posted_findings.remember(conn, pub.repo, pub.pr_number,
                                              head_sha=pub.head_sha, posted=shown, now=now)
+                    if summarise:
+                        Summaries.request(conn, pub.repo, pub.pr_number, now)
         await anyio.to_thread.run_sync(work)
 
     async def _give_up(self, key: str, now: datetime) -> None:

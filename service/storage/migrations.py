@@ -279,4 +279,12 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         " posted_at TEXT NOT NULL, state TEXT NOT NULL,"
         " PRIMARY KEY (repo, pr_number, fingerprint))",
     ),
+    # 32: the one summary comment of the App's on each pull request (service.storage.summaries):
+    # its id, a create stamped before it is sent, the versions asked for and written, a lease.
+    (
+        "CREATE TABLE IF NOT EXISTS pr_summaries ("
+        "repo TEXT NOT NULL, pr_number INTEGER NOT NULL, comment_id INTEGER,"
+        " create_started_at TEXT, version INTEGER NOT NULL, shown_version INTEGER NOT NULL,"
+        " lease_until TEXT, updated_at TEXT NOT NULL, PRIMARY KEY (repo, pr_number))",
+    ),
 )

@@ -142,4 +142,11 @@ PG_MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         f" comment_id BIGINT, posted_at {_T} NOT NULL, state {_T} NOT NULL,"
         f" PRIMARY KEY (repo, pr_number, fingerprint))",
     ),
+    # 6: SQLite's 32, the one summary comment on each pull request.
+    (
+        f"CREATE TABLE pr_summaries (repo {_T} NOT NULL, pr_number BIGINT NOT NULL,"
+        f" comment_id BIGINT, create_started_at {_T}, version BIGINT NOT NULL,"
+        f" shown_version BIGINT NOT NULL, lease_until {_T}, updated_at {_T} NOT NULL,"
+        f" PRIMARY KEY (repo, pr_number))",
+    ),
 )
