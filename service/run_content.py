@@ -11,6 +11,8 @@ directions so that the two cannot drift apart. Shapes (the columns are TEXT):
 - ``description``: ``{"title", "summary", "changes": [...]}`` for ``describe``, else NULL
   (``{}`` once the retention sweep purged it)
 - ``omitted``: ``[{"path", "reason": "excluded"|"max_diff_lines", "lines", "pattern"?}]``
+- ``fixed``: ``[{"fingerprint", "thread_id"}]``, the earlier findings the engine said no
+  longer hold (their threads to resolve), or NULL
 
 Decoding a malformed value is a ``ValueError`` naming the column.
 """
@@ -25,10 +27,23 @@ from typing import Any, Final, Literal, get_args
 from service.engine.base import Assessment, Description, Finding
 
 __all__ = [
-    "OmitReason", "Omitted",
-    "assessment_json", "description_json", "dump", "encode_assessment",
-    "encode_description", "encode_findings", "encode_omitted", "finding_json",
-    "parse_assessment", "parse_description", "parse_findings", "parse_omitted",
+    "Fixed",
+    "OmitReason",
+    "Omitted",
+    "assessment_json",
+    "description_json",
+    "dump",
+    "encode_assessment",
+    "encode_description",
+    "encode_findings",
+    "encode_fixed",
+    "encode_omitted",
+    "finding_json",
+    "parse_assessment",
+    "parse_description",
+    "parse_findings",
+    "parse_fixed",
+    "parse_omitted",
 ]
 
 OmitReason = Literal["excluded", "max_diff_lines"]
@@ -99,6 +114,35 @@ def encode_description(description: Description | None) -> str | None:
 
 
 # -- decoding ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Fixed:
+    """An earlier finding the engine said no longer holds: its thread is to be resolved."""
+
+    fingerprint: str
+    thread_id: str
+
+
+def encode_fixed(fixed: Sequence[Fixed]) -> str | None:
+    if not fixed:
+        return None
+    return dump([{"fingerprint": f.fingerprint, "thread_id": f.thread_id} for f in fixed])
+
+
+def parse_fixed(text: object) -> tuple[Fixed, ...]:
+    data = _loads(text, "fixed")
+    if data is None:
+        return ()
+    if not isinstance(data, list):
+        raise ValueError("runs.fixed is not a JSON array")
+    out = []
+    for item in data:
+        if not (isinstance(item, Mapping) and isinstance(item.get("fingerprint"), str)
+                and isinstance(item.get("thread_id"), str)):
+            raise ValueError("runs.fixed: an entry is not {fingerprint, thread_id}")
+        out.append(Fixed(fingerprint=item["fingerprint"], thread_id=item["thread_id"]))
+    return tuple(out)
+
 
 def _loads(text: object, what: str) -> Any:
     if text is None:

@@ -267,6 +267,12 @@ class ReviewConfig:
         "At most this many findings posted per review, the most serious first (1–100); the "
         "rest are counted in the review body. A repository's file may set its own.",
         100, maximum=100)
+    decline_phrases: tuple[str, ...] = key("strs",
+        "A reply on one of the App's findings that starts with one of these (any case), "
+        "from the pull request's author or a person allowed to ask, declines it: it is not "
+        "raised again on that pull request. A 👎 on the finding, or its thread resolved by "
+        "a person while its code is unchanged, declines it too.",
+        ("won't fix", "wont fix", "wontfix", "not a bug", "false positive", "by design"))
 
 
 @dataclass(frozen=True, kw_only=True)

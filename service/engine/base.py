@@ -121,6 +121,21 @@ class Description:
 
 
 @dataclass(frozen=True)
+class EarlierFinding:
+    """A finding the App posted on this pull request before whose code has changed since:
+    the engine says (by ``ref``) whether it no longer holds."""
+
+    ref: str           # E1, E2, ... as the prompt and the answer name it
+    fingerprint: str
+    thread_id: str     # its review thread (GraphQL node id)
+    path: str
+    line: int
+    severity: str
+    category: str
+    title: str
+
+
+@dataclass(frozen=True)
 class EngineRequest:
     """One run's input. ``title``/``body`` are untrusted (the prompt fences and cleans
     them); ``guidelines`` must come from the BASE branch, never the head.
@@ -150,6 +165,11 @@ class EngineRequest:
     instructions: str | None = None
     #: The language the answer's text is written in; None: English.
     language: str | None = None
+    #: Findings declined on this pull request (``path:line (category) title``): not to be
+    #: raised again.
+    declined: tuple[str, ...] = ()
+    #: Earlier findings whose code changed, to be re-checked (the answer's ``fixed``).
+    earlier: tuple[EarlierFinding, ...] = ()
 
     def __post_init__(self) -> None:
         _require(self.command in ("review", "describe"),
@@ -179,6 +199,8 @@ class EngineResult:
     findings: tuple[Finding, ...] = ()
     assessment: Assessment | None = None
     description: Description | None = None
+    #: Refs (``E1``...) of the request's earlier findings the engine says no longer hold.
+    fixed: tuple[str, ...] = ()
     cost_usd: float | None = None
     usage_limit_resets_at: datetime | None = None
     detail: str = ""

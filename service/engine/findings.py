@@ -35,6 +35,8 @@ from service.severity import SEVERITIES
 
 #: A review proposing more than this is noise; the extra findings are dropped.
 MAX_FINDINGS: Final = 50
+#: Most earlier findings a request asks the engine to re-check (``EngineRequest.earlier``).
+MAX_EARLIER: Final = 20
 MAX_CHANGES: Final = 30
 SUMMARY_MAX_CHARS: Final = 4000
 
@@ -80,6 +82,10 @@ def review_schema(mode: ReviewMode) -> dict[str, Any]:
                         "description": "what the change does and the overall verdict"},
             "risk": {"type": "string", "enum": list(RISKS)},
             "findings": {"type": "array", "maxItems": MAX_FINDINGS, "items": finding},
+            "fixed": {"type": "array", "maxItems": MAX_EARLIER,
+                      "items": {"type": "string", "pattern": "^E[0-9]{1,3}$"},
+                      "description": "optional: the refs (E1, ...) of the earlier findings "
+                                     "listed in <earlier_findings> that no longer hold"},
         },
     }
 
@@ -110,9 +116,11 @@ class Answer:
     findings: tuple[Finding, ...] = ()
     assessment: Assessment | None = None
     description: Description | None = None
+    fixed: tuple[str, ...] = ()  # refs of earlier findings that no longer hold
     dropped: int = 0  # findings beyond MAX_FINDINGS or outside a reduced review's categories
 
 
+_REF = re.compile(r"E[0-9]{1,3}")
 _FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n(.*?)\n?```", re.DOTALL)
 
 
@@ -158,7 +166,7 @@ def parse_answer_text(command: Command, mode: ReviewMode, text: str) -> Answer:
 
 
 def _parse_review(mode: ReviewMode, value: Mapping[str, Any]) -> Answer:
-    _only_keys(value, ("summary", "risk", "findings"), "")
+    _only_keys(value, ("summary", "risk", "findings", "fixed"), "")
     summary = _text(value, "summary", "", SUMMARY_MAX_CHARS)
     risk = _choice(value, "risk", "", RISKS)
     raw = value.get("findings")
@@ -175,7 +183,21 @@ def _parse_review(mode: ReviewMode, value: Mapping[str, Any]) -> Answer:
         findings.append(finding)
     return Answer(findings=tuple(findings),
                   assessment=Assessment(summary=summary, risk=risk),  # type: ignore[arg-type]
-                  dropped=dropped)
+                  fixed=_fixed(value.get("fixed")), dropped=dropped)
+
+
+def _fixed(raw: Any) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or len(raw) > MAX_EARLIER:
+        raise InvalidAnswer(f"fixed: must be an array of at most {MAX_EARLIER} refs")
+    refs = []
+    for index, item in enumerate(raw):
+        if not isinstance(item, str) or not _REF.fullmatch(item):
+            raise InvalidAnswer(f"fixed[{index}]: must be a ref such as E1")
+        if item not in refs:
+            refs.append(item)
+    return tuple(refs)
 
 
 def _parse_finding(item: Any, where: str) -> Finding:

@@ -296,7 +296,7 @@ def finish(spend: RunUsage, stop_reason: str, detail: str,
         findings=answer.findings if answer else (),
         assessment=answer.assessment if answer else None,
         description=answer.description if answer else None,
-        detail=detail)
+        fixed=answer.fixed if answer else (), detail=detail)
 
 
 def does_not_fit(spend: RunUsage, fitted: Fit, problem: str | None) -> EngineResult:

@@ -33,7 +33,8 @@ GUIDELINES_MAX_CHARS: Final = 20_000
 PREVIOUS_ANSWER_MAX_CHARS: Final = 40_000
 
 _TAGS: Final = ("pr_title", "pr_body", "review_guidelines", "repository_instructions",
-                "changed_files", "diff", "output_schema", "previous_answer")
+                "declined_findings", "earlier_findings", "changed_files", "diff",
+                "output_schema", "previous_answer")
 INSTRUCTIONS_MAX_CHARS: Final = 2_000
 _TAG_RE = re.compile(r"<(/?)\s*(" + "|".join(_TAGS) + r")\b", re.IGNORECASE)
 _HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
@@ -146,6 +147,21 @@ def build_prompt(request: EngineRequest) -> str:
     if request.instructions and request.instructions.strip():
         parts.append(_block("repository_instructions",
                             sanitize_untrusted(request.instructions, INSTRUCTIONS_MAX_CHARS)))
+    if request.declined:
+        # Our own earlier comments' first lines, answered by people: data, like the rest.
+        parts.append(_block("declined_findings", sanitize_untrusted(
+            "\n".join(f"- {line}" for line in request.declined), GUIDELINES_MAX_CHARS)))
+        parts.append("The findings in <declined_findings> were raised on this pull request "
+                     "before and declined by its people: do not raise them again.")
+    if request.earlier:
+        listed = "\n".join(f"{e.ref}: {e.path}:{e.line} [{e.severity}, {e.category}] {e.title}"
+                           for e in request.earlier)
+        parts.append(_block("earlier_findings", sanitize_untrusted(listed,
+                                                                  GUIDELINES_MAX_CHARS)))
+        parts.append("The findings in <earlier_findings> were raised on this pull request "
+                     "before, and their code has changed since. Check each against the "
+                     "current code; list the refs of those that no longer hold in the "
+                     "answer's \"fixed\" array. Do not repeat an earlier finding as a new one.")
     paths = "\n".join(reveal_invisible(p) for p in request.changed_paths) or "(none)"
     parts.append(_block("changed_files", paths))
     scope = (

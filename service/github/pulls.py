@@ -49,6 +49,7 @@ class PullRequest:
     base_ref: str = ""
     clone_url: str = ""
     author_id: int = 0
+    author_login: str = ""
 
     @property
     def open(self) -> bool:
@@ -111,6 +112,8 @@ def parse_pull(obj: object) -> PullRequest:
         clone_url=string(mapping(base, "repo", f"{_WHERE}.base"), "clone_url",
                          f"{_WHERE}.base.repo"),
         author_id=positive_int(mapping(data, "user", _WHERE), "id", f"{_WHERE}.user"),
+        author_login=login if isinstance(login := mapping(data, "user", _WHERE).get("login"),
+                                         str) else "",
     )
 
 

@@ -49,6 +49,7 @@ from service.engine.base import Finding
 from service.engine.findings import split_findings
 from service.github import Forbidden, GitHubClient, GitHubError, NotFound, Unprocessable
 from service.github.pulls import PullRequest, read_pull
+from service.github.threads import GraphQLFailed, resolve_thread
 from service.github.urls import web_url_for
 from service.publisher import compose, lookup, memory, records
 from service.publisher.check_outcome import concluded
@@ -152,13 +153,42 @@ class GitHubPublisher:
     async def publish_key(self, key: str) -> PublishResult:
         """One publication attempt for the run recorded under ``key``; then the pull
         request's summary comment is brought up to date (``summary.Summaries``)."""
-        where: list[tuple[str, int]] = []
+        where: list[Publication] = []
         result = await self._publish_key(key, where)
-        if where and self.summaries is not None:
-            await self.summaries.update_quietly(*where[0])
+        if not where:
+            return result
+        pub = where[0]
+        if result.status == "published" and pub.fixed:
+            await self._resolve_fixed(pub)
+        if self.summaries is not None:
+            await self.summaries.update_quietly(pub.repo, pub.pr_number)
         return result
 
-    async def _publish_key(self, key: str, where: list[tuple[str, int]]) -> PublishResult:
+    async def _resolve_fixed(self, pub: Publication) -> None:
+        """Resolve the threads of the earlier findings the run said no longer hold, and
+        mark them ``resolved``. A failure is logged: the finding stays open, and the next
+        review of the pull request offers it to the engine again."""
+        extra = {"dedupe_key": pub.dedupe_key, "repo": pub.repo, "pr": pub.pr_number}
+        done: list[str] = []
+        try:
+            installation = await self._installations(pub.repo)
+            for fixed in pub.fixed:
+                try:
+                    await resolve_thread(self._github, installation, fixed.thread_id)
+                except GraphQLFailed as exc:
+                    if exc.kind != "NOT_FOUND":
+                        raise
+                    # The thread is gone (its comment deleted): nothing left to resolve.
+                done.append(fixed.fingerprint)
+        except (GitHubError, httpx.HTTPError) as exc:
+            log.warning("could not resolve a fixed finding's thread: %s", exc, extra=extra)
+        if done:
+            await self._db(posted_findings.mark, pub.repo, pub.pr_number, tuple(done),
+                           posted_findings.RESOLVED)
+            log.info("resolved %d thread(s) of findings that no longer hold", len(done),
+                     extra=extra)
+
+    async def _publish_key(self, key: str, where: list[Publication]) -> PublishResult:
         now = self._clock()
         try:
             pub = await self._claim(key, now)
@@ -169,7 +199,7 @@ class GitHubPublisher:
             return PublishResult(key, "failed")
         if pub is None:
             return PublishResult(key, "skipped")
-        where.append((pub.repo, pub.pr_number))
+        where.append(pub)
         extra = {"dedupe_key": key, "repo": pub.repo, "pr": pub.pr_number,
                  "attempt": pub.attempts}
         try:

@@ -15,10 +15,12 @@ from typing import Any, Final
 from service.budget import Mode
 from service.engine.base import Assessment, Description, Finding
 from service.run_content import (
+    Fixed,
     Omitted,
     parse_assessment,
     parse_description,
     parse_findings,
+    parse_fixed,
     parse_omitted,
 )
 
@@ -70,6 +72,8 @@ class Publication:
     not_shown: tuple[tuple[str, int], ...] = ()
     #: Findings not posted because they were posted on this pull request before.
     repeated: int = 0
+    #: Earlier findings the engine said no longer hold: their threads are resolved.
+    fixed: tuple[Fixed, ...] = ()
 
     @property
     def is_mention(self) -> bool:
@@ -119,4 +123,5 @@ def build(run: Mapping[str, Any], queue: Mapping[str, Any] | None,
         omitted=parse_omitted(run.get("omitted")),
         account=account,
         attempts=int(run.get("publish_attempts") or 0),
+        fixed=parse_fixed(run.get("fixed")),
     )

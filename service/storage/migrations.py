@@ -287,4 +287,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         " create_started_at TEXT, version INTEGER NOT NULL, shown_version INTEGER NOT NULL,"
         " lease_until TEXT, updated_at TEXT NOT NULL, PRIMARY KEY (repo, pr_number))",
     ),
+    # 33: the earlier findings a run's engine said no longer hold (their threads resolved
+    # by the publisher): a JSON list of fingerprints and thread ids, no review text.
+    ("ALTER TABLE runs ADD COLUMN fixed TEXT",),
 )

@@ -149,4 +149,6 @@ PG_MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         f" shown_version BIGINT NOT NULL, lease_until {_T}, updated_at {_T} NOT NULL,"
         f" PRIMARY KEY (repo, pr_number))",
     ),
+    # 7: SQLite's 33, the earlier findings a run said no longer hold.
+    (f"ALTER TABLE runs ADD COLUMN fixed {_T}",),
 )

@@ -18,12 +18,16 @@ from typing import Final
 from service.storage.database import Transaction
 from service.storage.times import to_db_time
 
-__all__ = ["OPEN", "STATES", "PostedFinding", "fingerprints", "remember"]
+__all__ = ["DECLINED", "OPEN", "RESOLVED", "STATES", "Known", "PostedFinding", "fingerprints",
+           "inline", "mark", "remember"]
 
 OPEN: Final = "open"
-#: ``open``: posted and standing; the states a finding can move to come with declines and
-#: resolved threads.
-STATES: Final = (OPEN,)
+DECLINED: Final = "declined"
+RESOLVED: Final = "resolved"
+#: ``open``: posted and standing; ``declined``: a person declined it on its thread (never
+#: raised again on this pull request); ``resolved``: the engine said it no longer holds and
+#: the App resolved its thread. Only an ``open`` finding changes state.
+STATES: Final = (OPEN, DECLINED, RESOLVED)
 
 _REMEMBER = """
 INSERT INTO posted_findings (repo, pr_number, fingerprint, path, line, severity, category,
@@ -33,6 +37,11 @@ VALUES (:repo, :pr_number, :fingerprint, :path, :line, :severity, :category, :he
 ON CONFLICT (repo, pr_number, fingerprint) DO NOTHING
 """
 _FINGERPRINTS = "SELECT fingerprint FROM posted_findings WHERE repo = ? AND pr_number = ?"
+_INLINE = ("SELECT comment_id, fingerprint, path, line, severity, category, state"
+           " FROM posted_findings WHERE repo = ? AND pr_number = ? AND comment_id IS NOT NULL"
+           " ORDER BY posted_at, fingerprint")
+_MARK = ("UPDATE posted_findings SET state = ? WHERE repo = ? AND pr_number = ?"
+         " AND fingerprint = ? AND state = 'open'")
 
 
 @dataclass(frozen=True)
@@ -64,3 +73,31 @@ def remember(tx: Transaction, repo: str, pr_number: int, *, head_sha: str,
 def fingerprints(tx: Transaction, repo: str, pr_number: int) -> frozenset[str]:
     """The fingerprints already posted on ``repo``#``pr_number``."""
     return frozenset(str(r[0]) for r in tx.execute(_FINGERPRINTS, (repo, pr_number)))
+
+
+@dataclass(frozen=True)
+class Known:
+    """A finding posted as an inline comment, and where it stands."""
+
+    comment_id: int
+    fingerprint: str
+    path: str
+    line: int
+    severity: str
+    category: str
+    state: str
+
+
+def inline(tx: Transaction, repo: str, pr_number: int) -> list[Known]:
+    """The findings posted on ``repo``#``pr_number`` as inline comments (they have threads)."""
+    return [Known(comment_id=int(r[0]), fingerprint=str(r[1]), path=str(r[2]), line=int(r[3]),
+                  severity=str(r[4]), category=str(r[5]), state=str(r[6]))
+            for r in tx.execute(_INLINE, (repo, pr_number))]
+
+
+def mark(tx: Transaction, repo: str, pr_number: int, fingerprints_: Iterable[str],
+         state: str) -> int:
+    """Move open findings to ``state`` (``declined`` or ``resolved``); how many moved."""
+    if state not in STATES or state == OPEN:
+        raise ValueError(f"a posted finding cannot be moved to {state!r}")
+    return sum(tx.execute(_MARK, (state, repo, pr_number, f)).rowcount for f in fingerprints_)

@@ -117,9 +117,9 @@ def _from(event: str) -> str:
 
 _INSERT = """
 INSERT INTO runs (dedupe_key, repo, pr_number, head_sha, outcome, findings, recorded_at,
-                  omitted, assessment, description)
+                  omitted, assessment, description, fixed)
 VALUES (:dedupe_key, :repo, :pr_number, :head_sha, :outcome, :findings, :recorded_at,
-        :omitted, :assessment, :description)
+        :omitted, :assessment, :description, :fixed)
 """
 
 # The head of the last review that saw everything: a description is not a review, and a
@@ -200,6 +200,7 @@ class RunRow:
     omitted: str
     assessment: str | None
     description: str | None
+    fixed: str | None = None  # JSON: [{"fingerprint", "thread_id"}], the threads to resolve
 
 
 def insert(tx: Transaction, run: RunRow) -> None:
@@ -210,7 +211,7 @@ def insert(tx: Transaction, run: RunRow) -> None:
         "dedupe_key": run.dedupe_key, "repo": run.repo, "pr_number": run.pr_number,
         "head_sha": run.head_sha, "outcome": run.outcome, "findings": run.findings,
         "recorded_at": to_db_time(run.recorded_at), "omitted": run.omitted,
-        "assessment": run.assessment, "description": run.description,
+        "assessment": run.assessment, "description": run.description, "fixed": run.fixed,
     })
 
 

@@ -26,20 +26,22 @@ from pathlib import Path
 from typing import Final
 
 import anyio
+import httpx
 
 from service.budget import Governor, Usage
 from service.checks import text
 from service.checks.marks import CheckMarks
 from service.config import ChecksConfig, Config, EngineConfig, ReviewConfig, TriggersConfig
 from service.engine.base import Engine, EngineRequest, EngineResult, ReviewMode, unknown_usage
-from service.github import GitHubClient
+from service.github import GitHubClient, GitHubError
 from service.github.pulls import PullRequest, read_pull
+from service.github.threads import review_threads
 from service.health import Health
 from service.jobs import Job
 from service.repo_config.keys import RepoSettings
 from service.repo_config.merge import Effective
 from service.repo_config.source import RepositoryConfigs
-from service.storage import Database, ledger, runs
+from service.storage import Database, ledger, posted_findings, runs
 from service.storage.queue import Claim, ReviewQueue
 from service.worker.checkout import BareRepo, Checkouts
 from service.worker.diff import Selection, read_diff, select
@@ -48,6 +50,8 @@ from service.worker.ports import Publisher
 from service.worker.record import Outcome, RecordedRun
 from service.worker.repository import declined_by, fingerprinted
 from service.worker.settle import NOTHING_SPENT, Settlement, log_extra
+from service.worker.threads import NO_THREADS as _NO_THREADS
+from service.worker.threads import ThreadsView, fixed_threads, view
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +94,10 @@ class JobSettings:
     #: (``.github/pr-review-agent.yml``); None: none, and English.
     instructions: str | None = None
     language: str | None = None
+    #: Who may decline a finding on its thread (the people who may ask), and the replies
+    #: that decline it.
+    triggers: TriggersConfig = field(default_factory=TriggersConfig)
+    decline_phrases: tuple[str, ...] = ReviewConfig.decline_phrases
     #: Read from the module at construction, so a test can shorten it.
     retry_delays: tuple[timedelta, ...] = field(default_factory=lambda: RETRY_DELAYS)
 
@@ -117,7 +125,8 @@ class JobSettings:
                    max_turns=config.engine.max_turns,
                    wall_clock_seconds=float(config.engine.wall_clock_seconds),
                    auto_review=config.triggers.auto_review,
-                   mention=config.triggers.mention, checks=config.checks)
+                   mention=config.triggers.mention, checks=config.checks,
+                   triggers=config.triggers, decline_phrases=config.review.decline_phrases)
 
 
 @dataclass
@@ -141,6 +150,7 @@ class _Plan:
     guidelines: str | None
     extra: dict[str, object]
     settings: JobSettings
+    threads: ThreadsView = _NO_THREADS
 
 
 def outcome_for(stop_reason: str, truncated_by_size: bool) -> Outcome:
@@ -247,6 +257,8 @@ class JobRunner:
             progress.done = True
             return None
         await self._store.started(claim, pull.head_sha)
+        threads = (await self._threads(installation, claim, pull, extra)
+                   if claim.command == "review" else _NO_THREADS)
 
         bare, pull = await self._checkout(claim, pull, installation)
         since = await self._since(claim, pull, bare, extra)
@@ -280,7 +292,7 @@ class JobRunner:
             return None
         return _Plan(pull=pull, bare=bare, since=since, selection=selection, reserved=reserved,
                      guidelines=await self._guidelines(bare, pull.base_sha, settings),
-                     extra=extra, settings=settings)
+                     extra=extra, settings=settings, threads=threads)
 
     async def _review(self, claim: Claim, plan: _Plan, progress: _Progress) -> None:
         """Steps 6-7: the engine in a fresh worktree, then settle + record + finish, then
@@ -323,6 +335,7 @@ class JobRunner:
             assessment=result.assessment, description=result.description,
             omitted=selection.omitted, usage=priced(result), recorded_at=self._clock(),
             detail=result.detail, resets_at=result.usage_limit_resets_at,
+            fixed=fixed_threads(plan.threads, result),
         )
         committed = await self._store.commit(run, reviewed_lines=selection.lines)
         progress.done = True
@@ -414,6 +427,32 @@ class JobRunner:
                 text.declined_by_repository(key, self.settings.mention), repository.notes))
         return True
 
+    async def _threads(self, installation: int, claim: Claim, pull: PullRequest,
+                       extra: dict[str, object]) -> ThreadsView:
+        """Read the threads of the App's earlier inline findings on this pull request:
+        mark the ones people declined, and find the ones whose code changed for the engine
+        to re-check (``worker.threads``). GitHub failing here costs the review nothing: it
+        runs without, and the next one reads the threads again."""
+        known = await self._store.read(posted_findings.inline, claim.repo, claim.pr_number)
+        if not any(k.state in (posted_findings.OPEN, posted_findings.DECLINED)
+                   for k in known):
+            return _NO_THREADS
+        try:
+            threads = await review_threads(self._github, installation, claim.repo,
+                                           claim.pr_number)
+        except (GitHubError, httpx.HTTPError) as exc:
+            log.warning("could not read the review threads; reviewing without them: %s",
+                        exc, extra=extra)
+            return _NO_THREADS
+        seen = view(threads, known, author=pull.author_login, config=self.settings.triggers,
+                    phrases=self.settings.decline_phrases)
+        if seen.declined_now:
+            await self._store.write(posted_findings.mark, claim.repo, claim.pr_number,
+                                    tuple(seen.declined_now), posted_findings.DECLINED)
+            log.info("%d finding(s) declined on their threads: %s", len(seen.declined_now),
+                     "; ".join(sorted(set(seen.declined_now.values()))), extra=extra)
+        return seen
+
     async def _guidelines(self, bare: BareRepo, base_sha: str, settings: JobSettings
                           ) -> str | None:
         for path in settings.guideline_paths:
@@ -441,6 +480,7 @@ class JobRunner:
             workdir=workdir, diff=selection.diff, changed_paths=selection.paths,
             title=pull.title, body=pull.body, guidelines=plan.guidelines,
             instructions=plan.settings.instructions, language=plan.settings.language,
+            declined=plan.threads.declined, earlier=plan.threads.earlier,
             base_sha=pull.base_sha, head_sha=pull.head_sha, reviewed_since=plan.since,
             mode=mode, max_turns=plan.settings.max_turns,
             wall_clock_seconds=plan.settings.wall_clock_seconds,

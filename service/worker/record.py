@@ -18,10 +18,12 @@ from typing import Final, Literal
 from service.budget import Usage
 from service.engine.base import Assessment, Description, Finding
 from service.run_content import (
+    Fixed,
     Omitted,
     encode_assessment,
     encode_description,
     encode_findings,
+    encode_fixed,
     encode_omitted,
 )
 from service.storage import Transaction, runs
@@ -54,6 +56,8 @@ class RecordedRun:
     recorded_at: datetime
     detail: str = ""
     resets_at: datetime | None = None  # when a plan limit said it resets (usage_limit)
+    #: Earlier findings the engine said no longer hold (their threads to resolve).
+    fixed: tuple[Fixed, ...] = ()
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
@@ -75,4 +79,4 @@ def record_run(conn: Transaction, run: RecordedRun) -> None:
         pr_number=run.claim.pr_number, head_sha=run.head_sha, outcome=run.outcome,
         findings=encode_findings(run.findings), recorded_at=run.recorded_at,
         omitted=encode_omitted(run.omitted), assessment=encode_assessment(run.assessment),
-        description=encode_description(run.description)))
+        description=encode_description(run.description), fixed=encode_fixed(run.fixed)))

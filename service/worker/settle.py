@@ -89,6 +89,13 @@ class Settlement:
                 return fn(conn, *args)
         return await anyio.to_thread.run_sync(work)
 
+    async def write(self, fn: Callable[..., T], *args: object) -> T:
+        """``fn(conn, *args)`` in one write transaction."""
+        def work() -> T:
+            with self._store.transaction() as conn:
+                return fn(conn, *args)
+        return await anyio.to_thread.run_sync(work)
+
     async def renew(self, claim: Claim) -> bool:
         """Extend the claim's lease to ``now + lease``; False when it is no longer ours."""
         now = self._clock()

@@ -26,6 +26,7 @@ from starlette.types import Receive, Scope, Send
 
 from . import (
     control,
+    graphql_api,
     routes_app,
     routes_checks,
     routes_comments,
@@ -61,7 +62,8 @@ RATE_LIMIT_DOCS = "https://docs.github.com/rest/overview/rate-limits-for-the-res
 
 def build_routes() -> RouteTable:
     table = RouteTable()
-    for module in (routes_app, routes_pulls, routes_comments, routes_checks, routes_contents):
+    for module in (routes_app, routes_pulls, routes_comments, routes_checks, routes_contents,
+                   graphql_api):
         table.extend(module.routes)
     return table
 

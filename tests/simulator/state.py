@@ -77,6 +77,8 @@ class World(Activity, ManifestFlow):
         self.review_comments: dict[int, ReviewComment] = {}
         self.reviews: dict[int, Review] = {}
         self.check_runs: dict[int, CheckRun] = {}
+        #: Resolved review threads (GraphQL): the root comment's id -> who resolved it.
+        self.thread_resolutions: dict[int, User] = {}
         self.tokens: dict[str, Token] = {}
         self.manifest_codes: dict[str, ManifestCode] = {}
         self._ids = itertools.count(1_000_001)
@@ -351,6 +353,41 @@ class World(Activity, ManifestFlow):
             self.emit("pull_request_review_comment",
                       self.payloads.pull_request_review_comment("created", comment))
         return comment
+
+    def reply_to_review_comment(self, repo: str, number: int, comment_id: int, *,
+                                user: str | User, body: str,
+                                emit: bool = False) -> ReviewComment:
+        """A reply in the thread of review comment ``comment_id`` (GitHub points every
+        reply at the thread's root)."""
+        pr = self.pull(repo, number)
+        parent = self.review_comments[comment_id]
+        root = parent if parent.in_reply_to_id is None else \
+            self.review_comments[parent.in_reply_to_id]
+        author = user if isinstance(user, User) else self.user(user)
+        review = self.add_review(repo, number, user=author, commit_id=root.commit_id)
+        when = self.now()
+        comment = ReviewComment(
+            id=self.next_id(), repo_id=pr.issue.repo_id, pull_number=number,
+            review_id=review.id, user=author, body=body, path=root.path, line=root.line,
+            side=root.side, start_line=root.start_line, start_side=root.start_side,
+            commit_id=root.commit_id, original_commit_id=root.original_commit_id,
+            diff_hunk=root.diff_hunk, position=root.position, created_at=when,
+            updated_at=when, in_reply_to_id=root.id)
+        self.review_comments[comment.id] = comment
+        pr.issue.updated_at = max(pr.issue.updated_at, when)
+        if emit:
+            self.emit("pull_request_review_comment",
+                      self.payloads.pull_request_review_comment("created", comment))
+        return comment
+
+    def resolve_thread(self, comment_id: int, *, user: str | User) -> None:
+        """A person resolves the review thread that ``comment_id`` starts."""
+        self.thread_resolutions[comment_id] = user if isinstance(user, User) else self.user(user)
+
+    def association(self, pr: PullRequest, user: User) -> str:
+        """``user``'s author association on ``pr``'s repository, as GitHub reports it."""
+        return "OWNER" if user.login == self.repos[pr.issue.repo_id].owner.login \
+            else user.association
 
     # -- tokens --------------------------------------------------------------------------
     def mint_token(self, inst: Installation, *, permissions: dict[str, str] | None = None,
