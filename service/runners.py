@@ -28,7 +28,6 @@ from service.engine.factory import build_engine, engine_homes, verify_engine
 from service.engine.sandbox import SandboxError, Verified
 from service.poller import Poller
 from service.publisher import GitHubPublisher, republish_pending
-from service.publisher.summary import Summaries
 from service.retention import delay_of, sweep
 from service.worker import JobRunner, JobSettings, WorkerPool
 from service.worker.acknowledge import EarlyAck, SkipAcked
@@ -86,21 +85,14 @@ def build_publisher(services: Services, installations: Installations) -> GitHubP
     ``publish.dry_run`` takes effect at the next post.
     """
     identity = services.identity
-
-    def bot_login() -> str | None:
-        return f"{identity.slug}[bot]" if identity.slug else None
-
-    summaries = Summaries(
-        store=services.store, github=services.github, installations=installations,
-        clock=services.clock, config=lambda: services.config.publish,
-        mention=services.config.triggers.mention, bot_login=bot_login)
     return GitHubPublisher(
         store=services.store, github=services.github, installations=installations,
         clock=services.clock, config=lambda: services.config.publish,
         mention=services.config.triggers.mention,
-        bot_login=bot_login, checks=lambda: services.config.checks,
+        bot_login=lambda: f"{identity.slug}[bot]" if identity.slug else None,
+        checks=lambda: services.config.checks,
         repo_config=None if services.repo_configs is None else services.repo_configs.stored,
-        review=lambda: services.config.review, summaries=summaries)
+        review=lambda: services.config.review, summary_comments=True)
 
 
 async def maintain(services: Services, publisher: GitHubPublisher) -> None:

@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from service.engine.base import Assessment
-from service.publisher.summary import Summaries
 from service.publisher.summary_text import SUMMARY_MARKER, render, what_happened
 from service.storage import summaries
 from service.storage.summaries import Facts, Head
@@ -87,12 +86,6 @@ def test_nothing_yet() -> None:
 # -- through the simulator ------------------------------------------------------------------
 
 
-def _summaries(rig: Rig) -> Summaries:
-    return Summaries(store=rig.store, github=rig.github, installations=rig.installations,
-                     clock=rig.world.clock.now, config=lambda: rig.config, mention=PHRASE,
-                     bot_login=lambda: BOT)
-
-
 def _summary_comments(rig: Rig, number: int) -> list[IssueComment]:
     return [c for c in rig.world.issue_comments.values()
             if c.issue_number == number and c.user.login == BOT
@@ -102,7 +95,7 @@ def _summary_comments(rig: Rig, number: int) -> list[IssueComment]:
 @pytest.mark.anyio
 async def test_five_reviews_leave_one_summary_edited_in_place(rig: Rig) -> None:
     pr = rig.add_pull()
-    publisher = rig.publisher(summaries=_summaries(rig))
+    publisher = rig.publisher(summary_comments=True)
     heads = [f"{n}e" * 20 for n in range(1, 6)]
     for n, sha in enumerate(heads):
         rig.world.push(REPO, pr.number, head_sha=sha, diff=pr.head.diff)
@@ -126,7 +119,7 @@ async def test_five_reviews_leave_one_summary_edited_in_place(rig: Rig) -> None:
 @pytest.mark.anyio
 async def test_a_create_whose_answer_was_lost_is_found_by_its_marker(rig: Rig) -> None:
     pr = rig.add_pull()
-    publisher = rig.publisher(summaries=_summaries(rig))
+    publisher = rig.publisher(summary_comments=True)
     # GitHub makes the comment, and the answer never arrives.
     rig.world.faults.add(method="POST", path_glob=COMMENTS, drop="read_error", applied=True)
     run = rig.record(rig.ask(pr), findings=(ANCHORED,))
@@ -147,7 +140,7 @@ async def test_a_create_whose_answer_was_lost_is_found_by_its_marker(rig: Rig) -
 @pytest.mark.anyio
 async def test_a_deleted_summary_is_made_again_and_a_5xx_retried(rig: Rig) -> None:
     pr = rig.add_pull()
-    publisher = rig.publisher(summaries=_summaries(rig))
+    publisher = rig.publisher(summary_comments=True)
     first = rig.record(rig.ask(pr), findings=(ANCHORED,))
     await publisher.publish_key(first.dedupe_key)
     (old,) = _summary_comments(rig, pr.number)
@@ -164,7 +157,7 @@ async def test_a_deleted_summary_is_made_again_and_a_5xx_retried(rig: Rig) -> No
 @pytest.mark.anyio
 async def test_nothing_is_written_in_a_dry_run_or_when_turned_off(rig: Rig) -> None:
     pr = rig.add_pull()
-    publisher = rig.publisher(summaries=_summaries(rig))
+    publisher = rig.publisher(summary_comments=True)
     rig.set_config(dry_run=True)
     run = rig.record(rig.ask(pr), findings=(ANCHORED,))
     assert (await publisher.publish_key(run.dedupe_key)).status == "dry_run"
@@ -198,7 +191,7 @@ async def test_a_request_while_the_summary_is_written_is_written_by_the_holder(
 @pytest.mark.anyio
 async def test_a_refused_summary_leaves_the_review_posted(rig: Rig) -> None:
     pr = rig.add_pull()
-    publisher = rig.publisher(summaries=_summaries(rig))
+    publisher = rig.publisher(summary_comments=True)
     rig.world.faults.add(method="POST", path_glob=COMMENTS, status=403,
                          body={"message": "Resource not accessible by integration"})
     run = rig.record(rig.ask(pr), findings=(ANCHORED,))

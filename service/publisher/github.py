@@ -61,7 +61,7 @@ from service.publisher.safety import MAX_BODY, github_length
 from service.publisher.summary import Summaries
 from service.publisher.thresholds import limits, thresholds
 from service.repo_config.merge import Effective
-from service.storage import Database, posted_findings, runs
+from service.storage import Database, posted_findings, runs, summaries
 from service.storage.queue import Claim
 from service.worker.ports import GitHubAck
 from service.worker.record import RecordedRun
@@ -106,7 +106,7 @@ class GitHubPublisher:
                  checks: Callable[[], ChecksConfig] = ChecksConfig,
                  repo_config: Callable[[str], Effective] | None = None,
                  review: Callable[[], ReviewConfig] = ReviewConfig,
-                 summaries: Summaries | None = None) -> None:
+                 summary_comments: bool = False) -> None:
         if lease < timedelta(seconds=3):
             raise ValueError("the publication lease must be at least three seconds")
         self._store = store
@@ -125,7 +125,9 @@ class GitHubPublisher:
         self._review_config = review
         # The pull request's summary comment, asked for with every recorded outcome and
         # written after the attempt (None: not kept, as in the publisher's own tests).
-        self.summaries = summaries
+        self.summaries = None if not summary_comments else Summaries(
+            store=store, github=github, installations=installations, clock=clock,
+            config=config, mention=mention, bot_login=bot_login)
         self._web_url = web_url_for(github.api_url)
         self._acker = GitHubAck(github, installations)
         self.notices = Notices(store=store, github=github, installations=installations,
@@ -153,11 +155,17 @@ class GitHubPublisher:
     async def publish_key(self, key: str) -> PublishResult:
         """One publication attempt for the run recorded under ``key``; then the pull
         request's summary comment is brought up to date (``summary.Summaries``)."""
-        where: list[Publication] = []
-        result = await self._publish_key(key, where)
-        if not where:
-            return result
-        pub = where[0]
+        now = self._clock()
+        try:
+            pub = await self._claim(key, now)
+        except ValueError as exc:
+            log.error("the recorded run cannot be published (%s); publish_failed_at stamped",
+                      exc, extra={"dedupe_key": key})
+            await self._give_up(key, now)
+            return PublishResult(key, "failed")
+        if pub is None:
+            return PublishResult(key, "skipped")
+        result = await self._publish(pub)
         if result.status == "published" and pub.fixed:
             await self._resolve_fixed(pub)
         if self.summaries is not None:
@@ -188,18 +196,9 @@ class GitHubPublisher:
             log.info("resolved %d thread(s) of findings that no longer hold", len(done),
                      extra=extra)
 
-    async def _publish_key(self, key: str, where: list[Publication]) -> PublishResult:
-        now = self._clock()
-        try:
-            pub = await self._claim(key, now)
-        except ValueError as exc:
-            log.error("the recorded run cannot be published (%s); publish_failed_at stamped",
-                      exc, extra={"dedupe_key": key})
-            await self._give_up(key, now)
-            return PublishResult(key, "failed")
-        if pub is None:
-            return PublishResult(key, "skipped")
-        where.append(pub)
+    async def _publish(self, pub: Publication) -> PublishResult:
+        """The claimed run's attempt, under its lease (released whatever happens)."""
+        key = pub.dedupe_key
         extra = {"dedupe_key": key, "repo": pub.repo, "pr": pub.pr_number,
                  "attempt": pub.attempts}
         try:
@@ -427,7 +426,7 @@ class GitHubPublisher:
                     posted_findings.remember(conn, pub.repo, pub.pr_number,
                                              head_sha=pub.head_sha, posted=shown, now=now)
                     if summarise:
-                        Summaries.request(conn, pub.repo, pub.pr_number, now)
+                        summaries.request(conn, pub.repo, pub.pr_number, now)
         await anyio.to_thread.run_sync(work)
 
     async def _give_up(self, key: str, now: datetime) -> None:

@@ -1,14 +1,15 @@
 """``Summaries``: the App's one summary comment on each pull request, edited in place.
 
 Every publication that ends a run asks for the summary in the transaction that records it
-(``request``), so the ask outlives a crash. ``update`` then writes it: it takes the pull
-request's short lease in ``pr_summaries`` (another process writing it meanwhile only bumps
-the version, and the holder writes again before it lets go), renders the comment from the
-store, and edits the known comment — or creates one. A create is stamped before it is sent:
-when its answer is lost (a crash, a dropped connection), the next attempt looks for the
-App's comment carrying ``SUMMARY_MARKER`` and edits that one, so the comment is never
-posted twice. A comment a person deleted is made again. ``update_pending`` (the daemon's
-maintenance loop) writes every summary still behind what was asked.
+(``service.storage.summaries.request``), so the ask outlives a crash. ``update`` then
+writes it: it takes the pull request's short lease in ``pr_summaries`` (another process
+writing it meanwhile only bumps the version, and the holder writes again before it lets
+go), renders the comment from the store, and edits the known comment — or creates one. A
+create is stamped before it is sent: when its answer is lost (a crash, a dropped
+connection), the next attempt looks for the App's comment carrying ``SUMMARY_MARKER`` and
+edits that one, so the comment is never posted twice. A comment a person deleted is made
+again. ``update_pending`` (the daemon's maintenance loop) writes every summary still
+behind what was asked.
 
 Nothing here is written in a dry run, or with ``publish.summary_comment`` off.
 """
@@ -21,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 import anyio
+import httpx
 
 from service.config import PublishConfig
 from service.github import Forbidden, GitHubClient, GitHubError, NotFound, Unprocessable
@@ -59,11 +61,6 @@ class Summaries:
         config = self._config()
         return config.summary_comment and not config.dry_run
 
-    @staticmethod
-    def request(tx: Any, repo: str, pr_number: int, now: datetime) -> None:
-        """Ask, inside the caller's transaction, for the summary to be brought up to date."""
-        summaries.request(tx, repo, pr_number, now)
-
     async def update(self, repo: str, pr_number: int) -> bool:
         """Bring the pull request's summary up to date; True when this call wrote it.
 
@@ -91,7 +88,7 @@ class Summaries:
                       extra=extra)
             await self._db(summaries.finish, repo, pr_number, got.comment_id, got.version)
             await self._db(summaries.release, repo, pr_number)
-        except (GitHubError, OSError, TimeoutError) as exc:
+        except (GitHubError, httpx.HTTPError, TimeoutError) as exc:
             log.warning("could not write the summary comment now; it will be retried: %s",
                         exc or type(exc).__name__, extra=extra)
             await self._db(summaries.release, repo, pr_number)

@@ -166,9 +166,9 @@ def facts(tx: Transaction, repo: str, pr_number: int) -> Facts:
     for r in tx.execute(_HEADS, (repo, pr_number)).fetchall():
         sha = None if r[3] is None else str(r[3])
         # Findings are counted on the first head they were posted on, once.
-        shown = sha is not None and r[5] in ("published", "dry_run") and sha not in seen
-        count = posted.get(sha, 0) if shown and sha is not None else 0
-        if shown and sha is not None:
+        count = 0
+        if sha is not None and r[5] in ("published", "dry_run") and sha not in seen:
+            count = posted.get(sha, 0)
             seen.add(sha)
         heads.append(Head(kind=str(r[0]), command=str(r[1]), status=str(r[2]), head_sha=sha,
                           outcome=r[4], publish_outcome=r[5], stop_reason=r[6],

@@ -50,8 +50,7 @@ from service.worker.ports import Publisher
 from service.worker.record import Outcome, RecordedRun
 from service.worker.repository import declined_by, fingerprinted
 from service.worker.settle import NOTHING_SPENT, Settlement, log_extra
-from service.worker.threads import NO_THREADS as _NO_THREADS
-from service.worker.threads import ThreadsView, fixed_threads, view
+from service.worker.threads import NO_THREADS, ThreadsView, fixed_threads, view
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +149,7 @@ class _Plan:
     guidelines: str | None
     extra: dict[str, object]
     settings: JobSettings
-    threads: ThreadsView = _NO_THREADS
+    threads: ThreadsView = NO_THREADS
 
 
 def outcome_for(stop_reason: str, truncated_by_size: bool) -> Outcome:
@@ -258,7 +257,7 @@ class JobRunner:
             return None
         await self._store.started(claim, pull.head_sha)
         threads = (await self._threads(installation, claim, pull, extra)
-                   if claim.command == "review" else _NO_THREADS)
+                   if claim.command == "review" else NO_THREADS)
 
         bare, pull = await self._checkout(claim, pull, installation)
         since = await self._since(claim, pull, bare, extra)
@@ -436,14 +435,14 @@ class JobRunner:
         known = await self._store.read(posted_findings.inline, claim.repo, claim.pr_number)
         if not any(k.state in (posted_findings.OPEN, posted_findings.DECLINED)
                    for k in known):
-            return _NO_THREADS
+            return NO_THREADS
         try:
             threads = await review_threads(self._github, installation, claim.repo,
                                            claim.pr_number)
         except (GitHubError, httpx.HTTPError) as exc:
             log.warning("could not read the review threads; reviewing without them: %s",
                         exc, extra=extra)
-            return _NO_THREADS
+            return NO_THREADS
         seen = view(threads, known, author=pull.author_login, config=self.settings.triggers,
                     phrases=self.settings.decline_phrases)
         if seen.declined_now:

@@ -116,18 +116,14 @@ def view(threads: Sequence[Thread], known: Sequence[Known], *, author: str,
         if thread is None:
             continue  # the comment is gone (deleted, or the thread unreadable)
         title = _title(thread.comments[0])
-        where = f"{finding.path}:{finding.line}"
-        if finding.state == DECLINED:
-            declined.append(f"{where} ({finding.category}) {title}")
-            continue
-        if finding.state != OPEN:
-            continue
-        why = declined_by(thread, author=author, config=config, phrases=phrases,
-                          trusted=trusted)
+        why = (declined_by(thread, author=author, config=config, phrases=phrases,
+                           trusted=trusted) if finding.state == OPEN else None)
         if why is not None:
             declined_now[finding.fingerprint] = why
-            declined.append(f"{where} ({finding.category}) {title}")
-        elif thread.outdated and not thread.resolved and len(earlier) < MAX_EARLIER:
+        if finding.state == DECLINED or why is not None:
+            declined.append(f"{finding.path}:{finding.line} ({finding.category}) {title}")
+        elif (finding.state == OPEN and thread.outdated and not thread.resolved
+              and len(earlier) < MAX_EARLIER):
             earlier.append(EarlierFinding(
                 ref=f"E{len(earlier) + 1}", fingerprint=finding.fingerprint,
                 thread_id=thread.id, path=finding.path, line=finding.line,
