@@ -7,6 +7,7 @@ CREATE UNIQUE INDEX ledger_open ON ledger (dedupe_key) WHERE settled_at IS NULL;
 CREATE INDEX ledger_open_window ON ledger (reserved_at) WHERE settled_at IS NULL;
 CREATE INDEX ledger_pull_request ON ledger (repo, pr_number, reserved_at);
 CREATE INDEX ledger_window ON ledger (reserved_at);
+CREATE INDEX pr_summaries_behind ON pr_summaries (updated_at) WHERE version > shown_version;
 CREATE INDEX queue_leases ON queue (repo, pr_number, status, leased_until);
 CREATE INDEX queue_live ON queue (enqueued_at, dedupe_key) WHERE status IN ('pending', 'claimed');
 CREATE INDEX runs_unpublished ON runs (recorded_at) WHERE publish_outcome IS NULL AND publish_failed_at IS NULL AND content_purged_at IS NULL;

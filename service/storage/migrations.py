@@ -280,12 +280,15 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         " PRIMARY KEY (repo, pr_number, fingerprint))",
     ),
     # 32: the one summary comment of the App's on each pull request (service.storage.summaries):
-    # its id, a create stamped before it is sent, the versions asked for and written, a lease.
+    # its id, a create stamped before it is sent, the versions asked for and written, a lease;
+    # the maintenance loop's every-10-s look for summaries still behind reads the partial index.
     (
         "CREATE TABLE IF NOT EXISTS pr_summaries ("
         "repo TEXT NOT NULL, pr_number INTEGER NOT NULL, comment_id INTEGER,"
         " create_started_at TEXT, version INTEGER NOT NULL, shown_version INTEGER NOT NULL,"
         " lease_until TEXT, updated_at TEXT NOT NULL, PRIMARY KEY (repo, pr_number))",
+        "CREATE INDEX IF NOT EXISTS pr_summaries_behind ON pr_summaries (updated_at)"
+        " WHERE version > shown_version",
     ),
     # 33: the earlier findings a run's engine said no longer hold (their threads resolved
     # by the publisher): a JSON list of fingerprints and thread ids, no review text.

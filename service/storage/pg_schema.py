@@ -148,6 +148,8 @@ PG_MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         f" comment_id BIGINT, create_started_at {_T}, version BIGINT NOT NULL,"
         f" shown_version BIGINT NOT NULL, lease_until {_T}, updated_at {_T} NOT NULL,"
         f" PRIMARY KEY (repo, pr_number))",
+        "CREATE INDEX pr_summaries_behind ON pr_summaries (updated_at)"
+        " WHERE version > shown_version",
     ),
     # 7: SQLite's 33, the earlier findings a run said no longer hold.
     (f"ALTER TABLE runs ADD COLUMN fixed {_T}",),
