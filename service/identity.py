@@ -47,6 +47,7 @@ class AppIdentity:
     def _build(self, slug: str) -> TriggerContext:
         return TriggerContext(config=self._config.triggers, app_id=self._config.github.app_id,
                               app_slug=slug, agent_comments=self._agent_comments,
+                              decline_phrases=self._config.review.decline_phrases,
                               repo_triggers=self._repo_triggers)
 
     def context(self) -> TriggerContext:

@@ -4,7 +4,9 @@ The webhook receiver and the poller classify the same events with the same rules
 (``service.triggers``) and must then have the same effect, so that whichever sees an
 event first acts on it and the other is a no-op: an ``Enqueue`` is an idempotent insert
 on its dedupe key; a ``Close`` cancels the pull request's pending rows and records the
-closure for the retention sweep.
+closure for the retention sweep; a ``Decline`` marks the App's open finding it answers
+``declined`` and asks for the pull request's summary comment to be brought up to date (a
+second sighting finds it declined already and changes nothing).
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import cast
 
-from service.storage import Transaction, closures
+from service.storage import Transaction, closures, posted_findings, summaries
 from service.storage.queue import ReviewQueue
-from service.triggers import Close, Decision, Enqueue, Ignore
+from service.triggers import Close, Decision, Decline, Enqueue, Ignore
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,7 @@ class Applied:
     enqueued: list[str] = field(default_factory=list)   # new queue rows, by dedupe key
     duplicates: list[str] = field(default_factory=list)  # keys that were already queued
     cancelled: list[str] = field(default_factory=list)   # pending rows of a closed PR
+    declined: list[str] = field(default_factory=list)    # fingerprints declined by a reply
     ignored: str | None = None                           # the reason, for one Ignore
 
     def add(self, more: Applied) -> None:
@@ -44,6 +47,7 @@ class Applied:
         self.enqueued += more.enqueued
         self.duplicates += more.duplicates
         self.cancelled += more.cancelled
+        self.declined += more.declined
         if more.ignored is not None:
             self.ignored = more.ignored
 
@@ -82,6 +86,16 @@ def apply_decisions(
                 queue.cancel_pull_request(decision.repo, decision.pr_number, conn=conn))
             closures.record_close(conn, decision.repo, decision.pr_number,
                                   merged=decision.merged, at=decided.at)
+        elif isinstance(decision, Decline):
+            fingerprint = posted_findings.decline_reply(
+                conn, decision.repo, decision.pr_number, decision.reply_to)
+            if fingerprint is not None:
+                results[index].declined.append(fingerprint)
+                # Its open-findings count changed; the maintenance loop writes it.
+                summaries.request(conn, decision.repo, decision.pr_number, decided.at)
+                log.info("a reply declined one of the App's findings",
+                         extra={"repo": decision.repo, "pr": decision.pr_number,
+                                "comment_id": decision.reply_to, "by": decision.by})
         elif isinstance(decision, Ignore):
             results[index].ignored = decision.reason
     if run:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from service.config import TriggersConfig
+from service.config import ReviewConfig, TriggersConfig
 from service.github import AppJWT, GitHubClient, RateLimit
 from service.poller import CycleReport, Poller
 from service.storage import SqliteStore
@@ -97,7 +97,8 @@ class PollerRig:
         store = store if store is not None else SqliteStore(tmp_path / "state.db")
         queue = ReviewQueue(store)
         ctx = TriggerContext(config=triggers or TriggersConfig(), app_id=APP_ID,
-                             app_slug=SLUG, agent_comments=AgentComments(store))
+                             app_slug=SLUG, agent_comments=AgentComments(store),
+                             decline_phrases=ReviewConfig.decline_phrases)
         rig = cls(world=world, installation=installation, store=store, queue=queue, ctx=ctx,
                   sleep=SleepRecorder(world.clock), private_pem=private_pem,
                   interval=interval, allowlist=tuple(allowlist), refresh_every=refresh_every)

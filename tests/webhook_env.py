@@ -129,7 +129,8 @@ async def _env(config: Config, store: Database,
     queue = ReviewQueue(store)
     health = Health(store)
     context = TriggerContext(config.triggers, harness.app.id, harness.app.slug,
-                             AgentComments(store))
+                             AgentComments(store),
+                             decline_phrases=config.review.decline_phrases)
     changes: list[InstallationChange] = []
     app = create_app(
         config=config, store=store, queue=queue,

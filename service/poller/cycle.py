@@ -94,6 +94,7 @@ class RepositoryReport:
     enqueued: list[str] = field(default_factory=list)    # new queue rows
     duplicates: list[str] = field(default_factory=list)  # already queued (e.g. by a webhook)
     cancelled: list[str] = field(default_factory=list)   # pending rows of closed PRs
+    declined: list[str] = field(default_factory=list)    # findings declined by a reply
     watermarks: dict[str, datetime] = field(default_factory=dict)  # in force afterwards
     tally: Tally = field(default_factory=Tally)
 
@@ -101,6 +102,7 @@ class RepositoryReport:
         self.enqueued.extend(applied.enqueued)
         self.duplicates.extend(applied.duplicates)
         self.cancelled.extend(applied.cancelled)
+        self.declined.extend(applied.declined)
 
 
 def _complete_at(page: Page, times: Sequence[datetime], newest: datetime) -> bool:

@@ -18,8 +18,8 @@ from typing import Final
 from service.storage.database import Transaction
 from service.storage.times import to_db_time
 
-__all__ = ["DECLINED", "OPEN", "RESOLVED", "STATES", "Known", "PostedFinding", "fingerprints",
-           "inline", "mark", "remember"]
+__all__ = ["DECLINED", "OPEN", "RESOLVED", "STATES", "Known", "PostedFinding", "decline_reply",
+           "fingerprints", "inline", "mark", "remember"]
 
 OPEN: Final = "open"
 DECLINED: Final = "declined"
@@ -40,6 +40,8 @@ _FINGERPRINTS = "SELECT fingerprint FROM posted_findings WHERE repo = ? AND pr_n
 _INLINE = ("SELECT comment_id, fingerprint, path, line, severity, category, state"
            " FROM posted_findings WHERE repo = ? AND pr_number = ? AND comment_id IS NOT NULL"
            " ORDER BY posted_at, fingerprint")
+_DECLINE_REPLY = ("UPDATE posted_findings SET state = 'declined' WHERE repo = ? AND pr_number = ?"
+                  " AND comment_id = ? AND state = 'open' RETURNING fingerprint")
 _MARK = ("UPDATE posted_findings SET state = ? WHERE repo = ? AND pr_number = ?"
          " AND fingerprint = ? AND state = 'open'")
 
@@ -101,3 +103,11 @@ def mark(tx: Transaction, repo: str, pr_number: int, fingerprints_: Iterable[str
     if state not in STATES or state == OPEN:
         raise ValueError(f"a posted finding cannot be moved to {state!r}")
     return sum(tx.execute(_MARK, (state, repo, pr_number, f)).rowcount for f in fingerprints_)
+
+
+def decline_reply(tx: Transaction, repo: str, pr_number: int, comment_id: int) -> str | None:
+    """Decline the open finding whose inline comment is ``comment_id`` (a reply on its
+    thread declined it); its fingerprint, or None when ``comment_id`` is not an open
+    finding of the App's on this pull request (someone else's thread, or already settled)."""
+    row = tx.execute(_DECLINE_REPLY, (repo, pr_number, comment_id)).fetchone()
+    return None if row is None else str(row[0])

@@ -23,7 +23,7 @@ from service.github.payload import PayloadError
 from service.jobs import CommentSource, Job
 
 from .allow import is_allowed_author, is_bot, is_own_app, login_of
-from .decisions import Close, Decision, Enqueue, Ignore, TriggerContext
+from .decisions import Close, Decision, Decline, Enqueue, Ignore, TriggerContext
 from .mention import find_mention
 
 #: ``pull_request`` actions that ask for a review of the current head.
@@ -108,12 +108,17 @@ def classify_comment(
     ctx: TriggerContext,
     *,
     edited: bool = False,
+    pr_author: str | None = None,
 ) -> Decision:
-    """Decide whether ``comment`` (a webhook or REST object) asks the agent for work.
+    """Decide whether ``comment`` (a webhook or REST object) asks the agent for work, or
+    declines one of its findings.
 
     ``source`` is ``"issue"`` for a conversation comment, ``"review"`` for a diff comment;
     ``pr_number`` is ``None`` for a comment on a plain issue (``pull_request_number``
-    derives it from a REST object). Raises ``PayloadError`` for a malformed ``comment``.
+    derives it from a REST object). ``pr_author`` is the pull request author's login when
+    the caller knows it (a webhook payload carries it; a REST listing does not): a reply
+    declining a finding counts from the author or from anyone allowed to ask. Raises
+    ``PayloadError`` for a malformed ``comment``.
     """
     if source not in ("issue", "review"):
         raise ValueError(f"comment source must be 'issue' or 'review', got {source!r}")
@@ -133,8 +138,11 @@ def classify_comment(
         return Ignore("own_app", str(comment_id))
     if is_bot(user):
         return Ignore("bot_author", login_of(user))
-    mention = find_mention(f.optional_string(comment, "body", "comment"), ctx.config.mention)
+    body = f.optional_string(comment, "body", "comment")
+    mention = find_mention(body, ctx.config.mention)
     if mention is None:
+        if source == "review" and comment.get("in_reply_to_id") is not None:
+            return _reply(comment, repo, pr_number, ctx, body=body or "", pr_author=pr_author)
         return Ignore("no_mention")
     association = comment.get("author_association")
     if user is None or not is_allowed_author(user, association, ctx.config):
@@ -144,6 +152,26 @@ def classify_comment(
     return Enqueue(Job(kind="mention", repo=repo, pr_number=pr_number, actor_id=actor_id,
                        comment_id=comment_id, comment_source=source,
                        command=mention.command))
+
+
+def _reply(comment: Mapping[str, Any], repo: str, pr_number: int, ctx: TriggerContext, *,
+           body: str, pr_author: str | None) -> Decision:
+    """A reply on a review thread that mentions nothing: a decline, or nothing at all.
+
+    Whether the thread is one of the App's findings is the store's to say (the caller
+    marks only an open finding whose comment is ``reply_to``), so the rule stays pure.
+    """
+    if not ctx.declines(body):
+        return Ignore("no_mention")
+    reply_to = f.positive_int(comment, "in_reply_to_id", "comment")
+    user = f.optional_mapping(comment, "user", "comment")
+    login = login_of(user)
+    is_author = bool(login) and pr_author is not None and login.lower() == pr_author.lower()
+    if user is None or not (is_author or is_allowed_author(
+            user, comment.get("author_association"), ctx.config)):
+        who = login or "an unknown author"
+        return Ignore("decliner_not_allowed", f"{who} ({comment.get('author_association')})")
+    return Decline(repo=repo, pr_number=pr_number, reply_to=reply_to, by=login)
 
 
 def pull_request_number(comment: Mapping[str, Any], source: CommentSource) -> int | None:
@@ -205,7 +233,9 @@ def _review_comment_event(payload: Mapping[str, Any], ctx: TriggerContext) -> De
     pr = f.mapping(payload, "pull_request", "payload")
     comment = f.mapping(payload, "comment", "payload")
     pr_number = f.positive_int(pr, "number", "pull_request")
-    return _check_sender(payload, classify_comment(comment, "review", repo, pr_number, ctx), ctx)
+    author = login_of(f.optional_mapping(pr, "user", "pull_request")) or None
+    decision = classify_comment(comment, "review", repo, pr_number, ctx, pr_author=author)
+    return _check_sender(payload, decision, ctx)
 
 
 def _comment_action(action: str) -> Ignore | None:
@@ -226,7 +256,7 @@ def _check_sender(payload: Mapping[str, Any], decision: Decision, ctx: TriggerCo
     ``classify_comment`` decided; it exists so that a payload whose comment and sender
     disagree errs towards not triggering.
     """
-    if not isinstance(decision, Enqueue):
+    if not isinstance(decision, Enqueue | Decline):
         return decision
     sender = f.optional_mapping(payload, "sender", "payload")
     if is_own_app(sender, None, ctx):

@@ -1,7 +1,8 @@
 """What a trigger rule decides, and what it needs to know to decide it.
 
 Every rule returns exactly one ``Decision``: ``Enqueue`` (a job for the queue), ``Close``
-(the pull request closed: callers cancel its pending rows and queue retention) or
+(the pull request closed: callers cancel its pending rows and queue retention),
+``Decline`` (a person declined one of the App's findings in a reply on its thread) or
 ``Ignore`` with a short machine-readable reason. The reasons are a closed vocabulary
 (``REASONS``) so that logs, the webhook's 202 body and docs/TRIGGERS.md agree; the only
 open-ended ones are ``event:<name>`` and ``action:<name>``, which echo what GitHub sent.
@@ -9,7 +10,7 @@ open-ended ones are ``event:<name>`` and ``action:<name>``, which echo what GitH
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field
 
 from service.config import TriggersConfig
@@ -36,6 +37,8 @@ REASONS: dict[str, str] = {
     "no_mention": "the comment does not mention the trigger phrase outside code and quotes",
     "author_not_allowed": "the author may not trigger: a comment that mentions the phrase, or a "
                           "pull request opened by someone outside the allowlist",
+    "decliner_not_allowed": "a reply declining a finding came from someone other than the pull "
+                            "request's author or a person allowed to ask",
     "malformed_payload": "the payload lacks a field the rules need, or has the wrong type",
 }
 
@@ -73,7 +76,28 @@ class Ignore:
             raise ValueError(f"unknown ignore reason {self.reason!r}")
 
 
-Decision = Enqueue | Close | Ignore
+def starts_declining(body: str, phrases: Sequence[str]) -> bool:
+    """Whether ``body`` starts with one of ``phrases`` (any case; a typographic apostrophe
+    counts as a plain one, as phones type "won’t fix")."""
+    said = body.strip().lower().replace("\u2019", "'")
+    wanted = tuple(p.strip().lower().replace("\u2019", "'") for p in phrases if p.strip())
+    return bool(wanted) and said.startswith(wanted)
+
+
+@dataclass(frozen=True)
+class Decline:
+    """A reply on a review thread declines the finding it answers (``reply_to``, the
+    thread's first comment): callers mark that finding ``declined`` if it is one of the
+    App's open findings on the pull request (``service.storage.posted_findings``), and do
+    nothing otherwise. ``by`` is the person who declined, for the log."""
+
+    repo: str
+    pr_number: int
+    reply_to: int
+    by: str
+
+
+Decision = Enqueue | Close | Decline | Ignore
 
 #: The agent's own comment ids: a container (a set read from ``agent_comments``) or a
 #: predicate (a lookup the caller owns). Either way the rules only ask "is this id ours?".
@@ -94,6 +118,9 @@ class TriggerContext:
     app_id: int
     app_slug: str
     agent_comments: AgentComments = field(default=frozenset(), compare=False)
+    #: A reply on a review thread that starts with one of these (any case) declines the
+    #: finding it answers (``review.decline_phrases``); empty: replies decline nothing.
+    decline_phrases: tuple[str, ...] = ()
     #: The automatic-review switches of a repository (its ``.github/pr-review-agent.yml``
     #: as last read, over the operator's); None: the operator's alone.
     repo_triggers: Callable[[str], RepoTriggers] | None = field(default=None, compare=False)
@@ -104,6 +131,10 @@ class TriggerContext:
             raise ValueError(f"app_id must be a positive integer, got {self.app_id!r}")
         if not self.app_slug or not self.app_slug.strip() or self.app_slug != self.app_slug.strip():
             raise ValueError(f"app_slug must be a non-empty slug, got {self.app_slug!r}")
+
+    def declines(self, body: str) -> bool:
+        """Whether a reply's ``body`` starts with one of ``decline_phrases``."""
+        return starts_declining(body, self.decline_phrases)
 
     @property
     def bot_login(self) -> str:

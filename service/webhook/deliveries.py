@@ -45,7 +45,15 @@ from service.storage import (
     is_unavailable,
 )
 from service.storage.queue import ReviewQueue
-from service.triggers import Close, Decision, Enqueue, Ignore, TriggerContext, classify_event
+from service.triggers import (
+    Close,
+    Decision,
+    Decline,
+    Enqueue,
+    Ignore,
+    TriggerContext,
+    classify_event,
+)
 from service.webhook.installations import (
     InstallationChange,
     MalformedInstallation,
@@ -171,6 +179,10 @@ def _triggered(delivery_id: str, decision: Decision, applied: Applied) -> Result
         outcome = "already_queued"
     elif isinstance(decision, Close):
         outcome = f"closed:cancelled={len(applied.cancelled)}"
+    elif isinstance(decision, Decline):
+        # 0 when the reply answers no open finding of the App's (another thread, or one
+        # already settled): nothing moved.
+        outcome = f"declined:findings={len(applied.declined)}"
     else:
         outcome = f"ignored:{ignored}"
     return Result(202, outcome, delivery_id, enqueued=applied.enqueued + applied.duplicates,
@@ -382,6 +394,8 @@ class DeliveryLog:
             ids = (job.pr_number, job.actor_id, job.comment_id or 1)
         elif isinstance(decision, Close):
             ids = (decision.pr_number,)
+        elif isinstance(decision, Decline):
+            ids = (decision.pr_number, decision.reply_to)
         else:
             return decision
         if any(_sql_id(i) is None for i in ids):

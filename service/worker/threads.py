@@ -29,6 +29,7 @@ from service.github.threads import Thread, ThreadComment
 from service.run_content import Fixed
 from service.storage.posted_findings import DECLINED, OPEN, Known
 from service.triggers.allow import is_allowed_author
+from service.triggers.decisions import starts_declining
 
 __all__ = ["NO_THREADS", "ThreadsView", "declined_by", "fixed_threads", "view"]
 
@@ -78,10 +79,8 @@ def declined_by(thread: Thread, *, author: str, config: TriggersConfig,
     for login in root.thumbs_down:
         if login.lower() in allowed:
             return f"👎 by {login}"
-    wanted = tuple(p.strip().lower() for p in phrases if p.strip())
     for reply in thread.comments[1:]:
-        said = reply.body.strip().lower().replace("\u2019", "'")
-        if (wanted and said.startswith(wanted)
+        if (starts_declining(reply.body, phrases)
                 and _may(reply.login, reply.association, author, config)):
             return f"replied by {reply.login}"
     # Only the author and people with write access can resolve a thread: a person who did,
