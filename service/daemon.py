@@ -53,6 +53,7 @@ from service.github import (
 )
 from service.health import Health
 from service.identity import AppIdentity
+from service.metrics import Metrics
 from service.reload import reload_config
 from service.repo_config.source import RepositoryConfigs
 from service.runners import engine_isolation_problem, run_poller, run_workers
@@ -105,7 +106,8 @@ async def _run_web(services: Services, stop: asyncio.Event) -> None:
         governor=services.governor, triggers=services.identity.context,
         health=services.health, clock=services.clock,
         on_installation_change=services.installation_changed,
-        on_enqueued=services.wake_workers,
+        on_enqueued=services.wake_workers, metrics=services.metrics,
+        environ=services.environ,
     )
     server = _Server(uvicorn.Config(
         app, lifespan="off", log_config=None, access_log=False, server_header=False,
@@ -174,7 +176,8 @@ def listen(host: str, port: int, *, backlog: int = 2048) -> socket.socket:
 
 def github_client(config: Config, health: Health, clock: Clock,
                   transport: httpx.AsyncBaseTransport | None = None,
-                  environ: Mapping[str, str] | None = None) -> GitHubClient:
+                  environ: Mapping[str, str] | None = None, *,
+                  metrics: Metrics | None = None) -> GitHubClient:
     """The process's one GitHub client.
 
     Every installation token mint is reported to ``health`` (the ``github_auth`` check),
@@ -199,7 +202,11 @@ def github_client(config: Config, health: Health, clock: Clock,
         config.github.api_url,
         app_jwt=AppJWT(config.github.app_id, config.github.private_key, clock),
         clock=clock, tokens=InstallationTokens(mint, clock), etags=ETagStore(),
-        transport=transport, redactor=service_redactor(config, environ or {}))
+        transport=transport, redactor=service_redactor(config, environ or {}),
+        on_rate_limit=None if metrics is None else (
+            lambda actor, limit: metrics.rate_limit(0 if actor == "app" else actor,
+                                                    limit.remaining)
+            if limit.resource == "core" else None))
     return client
 
 
@@ -247,13 +254,15 @@ async def run(
             sock.close()
         return 1
     try:
+        metrics = Metrics()
         try:
-            governor = Governor(store, config.budget, clock=clock)
+            governor = Governor(store, config.budget, clock=clock, metrics=metrics)
             health = Health(store, breaker_probe=governor.breaker)
         except Exception:
             log.exception("cannot start: building the components failed")
             return 1
-        async with github_client(config, health, clock, transport, environ) as github:
+        async with github_client(config, health, clock, transport, environ,
+                                 metrics=metrics) as github:
             try:
                 # Read through the services at each use, so a SIGHUP's allow list applies.
                 repo_configs = RepositoryConfigs(
@@ -267,7 +276,7 @@ async def run(
                     identity=AppIdentity(config, store, repo_triggers=repo_configs.triggers),
                     github=github, clock=clock, sockets=listening,
                     force=force or asyncio.Event(), environ=dict(environ or {}),
-                    repo_configs=repo_configs,
+                    repo_configs=repo_configs, metrics=metrics,
                 )
             except Exception:
                 log.exception("cannot start: building the components failed")

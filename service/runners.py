@@ -61,7 +61,8 @@ async def run_poller(services: Services, stop: asyncio.Event) -> None:
         ctx=services.identity.context, clock=services.clock, on_cycle=on_cycle,
         leadership=leadership, on_standby=services.health.poller_standing_by,
         before_poll=(None if services.repo_configs is None
-                     else services.repo_configs.refresh_if_stale))
+                     else services.repo_configs.refresh_if_stale),
+        metrics=services.metrics)
     services.installation_listeners.append(lambda change: poller.request_refresh())
     try:
         async with anyio.create_task_group() as tg:
@@ -92,7 +93,8 @@ def build_publisher(services: Services, installations: Installations) -> GitHubP
         bot_login=lambda: f"{identity.slug}[bot]" if identity.slug else None,
         checks=lambda: services.config.checks,
         repo_config=None if services.repo_configs is None else services.repo_configs.stored,
-        review=lambda: services.config.review, summary_comments=True)
+        review=lambda: services.config.review, summary_comments=True,
+        metrics=services.metrics)
 
 
 async def maintain(services: Services, publisher: GitHubPublisher) -> None:
@@ -166,10 +168,10 @@ async def run_workers(services: Services, stop: asyncio.Event) -> None:
         github=services.github, installations=installations, checkouts=checkouts,
         engine=engine, publisher=SkipAcked(publisher, early), clock=services.clock,
         settings=JobSettings.from_config(config), health=services.health,
-        repo_configs=services.repo_configs)
+        repo_configs=services.repo_configs, metrics=services.metrics)
     pool = WorkerPool(queue=services.queue, governor=services.governor, job=job,
                       clock=services.clock, count=config.workers.count,
-                      health=services.health)
+                      health=services.health, metrics=services.metrics)
     # Every trigger on the pull request's checks, from queued to how it ended.
     check_runs = CheckRuns(
         store=services.store, github=services.github, installations=installations,

@@ -16,6 +16,7 @@ from service.config import Config
 from service.github import GitHubClient
 from service.health import Health
 from service.identity import AppIdentity
+from service.metrics import Metrics
 from service.redact import Redactor
 from service.repo_config.source import RepositoryConfigs
 from service.storage import Database
@@ -57,6 +58,8 @@ class Services:
     #: The repositories' own config files (``.github/pr-review-agent.yml``); None: only the
     #: operator's config applies (the tools that review one pull request by hand).
     repo_configs: RepositoryConfigs | None = None
+    #: This process's counters and histograms (``GET /metrics``).
+    metrics: Metrics = field(default_factory=Metrics)
     #: The workers' ``wake``: called after anything in this process enqueued work.
     wakers: list[Callable[[], None]] = field(default_factory=list)
 

@@ -1,4 +1,5 @@
-"""The HTTP face of the service: the signed webhook receiver, ``/healthz`` and ``/budget``.
+"""The HTTP face of the service: the signed webhook receiver, ``/healthz``, ``/budget`` and
+``/metrics``.
 
 ``create_app(...)`` builds a FastAPI app from its dependencies (no globals, no environment
 reads). The webhook route is ``service.webhook.receiver.WebhookReceiver``, a plain ASGI handler
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +26,7 @@ from starlette.types import Receive, Scope, Send
 from service.budget import Governor
 from service.config import Config
 from service.health import FAILING, Health
+from service.metrics import CONTENT_TYPE, Metrics, StoreState, render
 from service.secret import Secret
 from service.storage import Database
 from service.storage.queue import ReviewQueue
@@ -92,6 +94,8 @@ def create_app(
     clock: Clock,
     on_installation_change: Callable[[InstallationChange], None] | None = None,
     on_enqueued: Callable[[], None] | None = None,
+    metrics: Metrics | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> FastAPI:
     """The web app.
 
@@ -100,11 +104,15 @@ def create_app(
     returns aware UTC now. ``on_installation_change`` is called on the event loop after an
     installation change has committed, so the poller can refresh its repository list.
     ``on_enqueued`` is called after a delivery that queued work has committed (the
-    workers' ``wake``).
+    workers' ``wake``). ``metrics`` are this process's instruments (a private set when
+    None); ``environ`` is read for ``PROMETHEUS_MULTIPROC_DIR`` only.
     """
     admin_token = config.server.admin_token
+    metrics = metrics if metrics is not None else Metrics()
+    state = StoreState(store, governor, clock)
+    scrape_env = dict(environ or {})
     receiver = WebhookReceiver(config, DeliveryLog(store, queue, triggers), clock,
-                               on_installation_change, on_enqueued)
+                               on_installation_change, on_enqueued, metrics=metrics)
     app = _App(webhook_path=config.server.webhook_path, receiver=receiver,
                title="pr-review-agent", docs_url=None, redoc_url=None, openapi_url=None)
     # Also a route of the router, so that other methods on the path are answered 405 and
@@ -117,12 +125,25 @@ def create_app(
         report = await anyio.to_thread.run_sync(health.report, clock())
         return JSONResponse(report, status_code=503 if report["status"] == FAILING else 200)
 
-    @app.get("/budget")
-    async def budget(request: Request) -> Response:
+    def refused(request: Request) -> Response | None:
+        """401 unless the admin token is unset or presented."""
         if admin_token is not None and not _bearer_matches(
                 request.headers.get("authorization"), admin_token):
             return _error(401, "a valid admin bearer token is required",
                           {"WWW-Authenticate": "Bearer"})
+        return None
+
+    @app.get("/metrics")
+    async def metrics_route(request: Request) -> Response:
+        if (denied := refused(request)) is not None:
+            return denied
+        body = await anyio.to_thread.run_sync(render, metrics, state, scrape_env)
+        return Response(body, media_type=CONTENT_TYPE)
+
+    @app.get("/budget")
+    async def budget(request: Request) -> Response:
+        if (denied := refused(request)) is not None:
+            return denied
         try:
             snapshot = await anyio.to_thread.run_sync(governor.snapshot, clock())
         except STORE_ERRORS as exc:

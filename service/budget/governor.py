@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Final, Literal
+from typing import Final, Literal, Protocol
 
 from service.budget.breaker import BreakerState, read_breaker, record_trip, reset_breaker
 from service.budget.dollars import MONTHLY, costs_since
@@ -36,6 +36,14 @@ from service.config import BudgetConfig
 from service.storage import STORE_ERRORS, Database, Transaction, ledger
 from service.storage.queue import Claim, NothingAdmissible
 from service.storage.times import to_db_time
+
+
+class AdmissionCounter(Protocol):
+    """What the governor tells the process's metrics (``service.metrics.Metrics``)."""
+
+    def admitted(self, rung: str) -> None: ...
+
+    def refused(self, rung: str, reason: str) -> None: ...
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +93,9 @@ class Governor:
     def __init__(self, store: Database, config: BudgetConfig, *,
                  authority: str | None = None,
                  clock: Callable[[], datetime] = _system_clock,
-                 publish: bool = True) -> None:
+                 publish: bool = True, metrics: AdmissionCounter | None = None) -> None:
         self._store = store
+        self._metrics = metrics
         self._config = config
         self.authority = authority or default_authority()
         self._clock = clock
@@ -175,10 +184,15 @@ class Governor:
         if decided is not None:
             refusal, everyone = decided
             self._note(claim, refusal)
+            if self._metrics is not None:
+                self._metrics.refused(refusal.mode.value, refusal.reason)
             if everyone:
                 raise NothingAdmissible(f"{refusal.reason} (window {refusal.window})")
             return False
-        self._reserve(conn, claim, now, mode_for(view.gauges), view.config)
+        mode = mode_for(view.gauges)
+        self._reserve(conn, claim, now, mode, view.config)
+        if self._metrics is not None:
+            self._metrics.admitted(mode.value)
         return True
 
     def waiting(self, claims: Sequence[Claim], now: datetime) -> list[Refusal | None]:

@@ -94,7 +94,10 @@ class GitHubClient:
         user_agent: str = USER_AGENT,
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
         redactor: Redactor | None = None,
+        on_rate_limit: Callable[[Actor, RateLimit], None] | None = None,
     ) -> None:
+        """``on_rate_limit`` hears every ``x-ratelimit-*`` reading as it arrives (the
+        process's metrics)."""
         self._base = normalize_api_base(api_url)
         self._redactor = redactor or Redactor()
         self._http = httpx.AsyncClient(
@@ -123,6 +126,7 @@ class GitHubClient:
             rand=rand,
             policy=policy or RetryPolicy(),
             etags=etags,
+            on_rate_limit=on_rate_limit,
         )
 
     @classmethod

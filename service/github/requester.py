@@ -147,8 +147,10 @@ class Requester:
         rand: Callable[[], float],
         policy: RetryPolicy,
         etags: ETagCache | None,
+        on_rate_limit: Callable[[Actor, RateLimit], None] | None = None,
     ) -> None:
         self._http = http
+        self._on_rate_limit = on_rate_limit
         self._base = base
         self._base_path = urlsplit(base).path
         self._app_jwt = app_jwt
@@ -363,6 +365,8 @@ class Requester:
         limit = parse_rate_limit(headers)
         if limit is not None:
             self._limits[(actor, limit.resource)] = limit
+            if self._on_rate_limit is not None:
+                self._on_rate_limit(actor, limit)
 
     def _add_validators(self, call: _Call, token: str, headers: dict[str, str]) -> None:
         assert self._etags is not None

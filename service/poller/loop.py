@@ -33,6 +33,7 @@ import anyio.to_thread
 
 from service.config import Config
 from service.github import GitHubClient, GitHubError, RateLimited
+from service.metrics import Metrics
 from service.storage import Database, Leadership, is_contention, is_unavailable
 from service.storage.queue import ReviewQueue
 from service.storage.watermarks import Watermarks
@@ -115,6 +116,7 @@ class Poller:
         leadership: Leadership | None = None,
         on_standby: Callable[[datetime], None] | None = None,
         before_poll: BeforePoll | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         if interval <= timedelta(0):
             raise ValueError("interval must be positive")
@@ -127,6 +129,7 @@ class Poller:
         self._allowlist = tuple(repositories)
         self._sleep = sleep
         self._on_cycle = on_cycle
+        self._metrics = metrics
         self._leadership = leadership
         self._on_standby = on_standby
         self._before_poll = before_poll
@@ -163,12 +166,14 @@ class Poller:
         leadership: Leadership | None = None,
         on_standby: Callable[[datetime], None] | None = None,
         before_poll: BeforePoll | None = None,
+        metrics: Metrics | None = None,
     ) -> Poller:
         """The production wiring: ``poller.interval_seconds`` and ``github.repositories``."""
         return cls(client=client, store=store, queue=queue, ctx=ctx, clock=clock,
                    interval=timedelta(seconds=config.poller.interval_seconds),
                    repositories=config.github.repositories, sleep=sleep, on_cycle=on_cycle,
-                   leadership=leadership, on_standby=on_standby, before_poll=before_poll)
+                   leadership=leadership, on_standby=on_standby, before_poll=before_poll,
+                   metrics=metrics)
 
     @property
     def targets(self) -> list[Target]:
@@ -209,6 +214,11 @@ class Poller:
         report.next_at = self._next_at(now)
         self._cycles_since_refresh += 1
         self._report(report.success, now)
+        if self._metrics is not None:
+            tally = report.tally
+            self._metrics.poll_cycle(
+                "skipped" if report.skipped else "ok" if report.success else "failed",
+                full=tally.requests - tally.not_modified, not_modified=tally.not_modified)
         return report
 
     async def poll_repository(

@@ -51,6 +51,7 @@ from service.github import Forbidden, GitHubClient, GitHubError, NotFound, Unpro
 from service.github.pulls import PullRequest, read_pull
 from service.github.threads import GraphQLFailed, resolve_thread
 from service.github.urls import web_url_for
+from service.metrics import Metrics
 from service.publisher import compose, lookup, memory, records
 from service.publisher.check_outcome import concluded
 from service.publisher.markers import OUTDATED, has_marker, run_marker, with_description_block
@@ -106,7 +107,7 @@ class GitHubPublisher:
                  checks: Callable[[], ChecksConfig] = ChecksConfig,
                  repo_config: Callable[[str], Effective] | None = None,
                  review: Callable[[], ReviewConfig] = ReviewConfig,
-                 summary_comments: bool = False) -> None:
+                 summary_comments: bool = False, metrics: Metrics | None = None) -> None:
         if lease < timedelta(seconds=3):
             raise ValueError("the publication lease must be at least three seconds")
         self._store = store
@@ -114,6 +115,7 @@ class GitHubPublisher:
         self._installations = installations
         self._clock = clock
         self._config = config
+        self._metrics = metrics
         self._phrase = mention
         self._bot_login = bot_login
         self._lease = lease
@@ -155,6 +157,12 @@ class GitHubPublisher:
     async def publish_key(self, key: str) -> PublishResult:
         """One publication attempt for the run recorded under ``key``; then the pull
         request's summary comment is brought up to date (``summary.Summaries``)."""
+        result = await self._one(key)
+        if self._metrics is not None and result.status != "skipped":
+            self._metrics.published("existing" if result.existing else result.status)
+        return result
+
+    async def _one(self, key: str) -> PublishResult:
         now = self._clock()
         try:
             pub = await self._claim(key, now)

@@ -373,6 +373,12 @@ _LAST_OPENED = ("SELECT MAX(enqueued_at) FROM queue"
                 " WHERE repo = ? AND pr_number = ? AND kind = 'pr_opened'")
 
 
+def depth(tx: Transaction) -> list[tuple[str, str, int]]:
+    """How many rows the queue holds, by ``(status, kind)``."""
+    return [(str(status), str(kind), int(n)) for status, kind, n in tx.execute(
+        "SELECT status, kind, COUNT(*) FROM queue GROUP BY status, kind ORDER BY 1, 2")]
+
+
 def known_heads(tx: Transaction, repo: str, pr_number: int) -> set[str]:
     """Every head sha a ``pr_opened`` row was ever enqueued for on this pull request."""
     return {str(sha) for (sha,) in tx.execute(_KNOWN_HEADS, (repo, pr_number))}

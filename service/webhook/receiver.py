@@ -27,6 +27,7 @@ CPU here than reading, verifying and answering the request does.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Final
@@ -37,6 +38,7 @@ from starlette.types import Receive, Scope, Send
 
 from service.config import Config
 from service.github.webhooks import SignatureError, check_signature
+from service.metrics.instruments import Metrics
 from service.webhook.deliveries import (
     STORE_ERRORS,
     DeliveryLog,
@@ -131,8 +133,10 @@ class WebhookReceiver:
 
     def __init__(self, config: Config, deliveries: DeliveryLog, clock: Callable[[], datetime],
                  on_installation_change: Callable[[InstallationChange], None] | None,
-                 on_enqueued: Callable[[], None] | None = None) -> None:
+                 on_enqueued: Callable[[], None] | None = None, *,
+                 metrics: Metrics | None = None) -> None:
         self._limit = config.server.max_body_bytes
+        self._metrics = metrics
         self._secrets = config.github.webhook_secrets
         self._writer: GroupCommit[Received, Result] = GroupCommit(
             deliveries.stage, deliveries.receive_batch)
@@ -141,15 +145,27 @@ class WebhookReceiver:
         self._on_enqueued = on_enqueued
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = time.perf_counter()
         try:
-            status, content, headers = await self._handle(_headers(scope["headers"]), receive)
+            (status, content, headers), outcome = await self._handle(
+                _headers(scope["headers"]), receive)
         except Exception:
             # A bug, not a store outage (those are answered 503 in _handle): say so.
             log.exception("webhook receiver failed")
-            status, content, headers = _error(500, "internal error")
+            (status, content, headers), outcome = _error(500, "internal error"), "error"
         await _json_answer(send, status, content, headers)
+        if self._metrics is not None:
+            self._metrics.delivery(outcome, time.perf_counter() - started)
 
-    async def _handle(self, headers: dict[bytes, str], receive: Receive) -> Answer:
+    async def _handle(self, headers: dict[bytes, str], receive: Receive) -> tuple[Answer, str]:
+        """The answer, and the outcome class it is counted under (``Result.outcome`` for a
+        delivery that reached the store)."""
+        answer = await self._answer(headers, receive)
+        if isinstance(answer, Result):
+            return (answer.status, answer.body(), ()), answer.outcome
+        return answer, ("unavailable" if answer[0] == 503 else "rejected")
+
+    async def _answer(self, headers: dict[bytes, str], receive: Receive) -> Answer | Result:
         try:
             body = await _read_body(receive, headers.get(_CONTENT_LENGTH), self._limit)
         except _TooLarge:
@@ -194,4 +210,4 @@ class WebhookReceiver:
                               extra={"delivery_id": delivery_id})
         if result.enqueued and self._on_enqueued is not None:
             self._on_enqueued()  # idle workers claim at once instead of at their next poll
-        return result.status, result.body(), ()
+        return result

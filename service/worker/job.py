@@ -19,6 +19,7 @@ access is one short transaction on a worker thread.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -38,6 +39,7 @@ from service.github.pulls import PullRequest, read_pull
 from service.github.threads import review_threads
 from service.health import Health
 from service.jobs import Job
+from service.metrics import Metrics
 from service.repo_config.keys import RepoSettings
 from service.repo_config.merge import Effective
 from service.repo_config.source import RepositoryConfigs
@@ -188,8 +190,10 @@ class JobRunner:
         settings: JobSettings | None = None,
         health: Health | None = None,
         repo_configs: RepositoryConfigs | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.settings = settings or JobSettings()
+        self._metrics = metrics
         self._repo_configs = repo_configs
         self._store = Settlement(store, queue, governor, clock,
                                  CheckMarks(lambda: self.settings.checks))
@@ -488,6 +492,16 @@ class JobRunner:
 
     async def _run_engine(self, request: EngineRequest, extra: dict[str, object]
                           ) -> EngineResult:
+        """The engine's result (``_engine_result``), counted and timed."""
+        started = time.perf_counter()
+        result = await self._engine_result(request, extra)
+        if self._metrics is not None:
+            self._metrics.engine_finished(result.stop_reason, time.perf_counter() - started,
+                                          result.usage.tokens or 0)
+        return result
+
+    async def _engine_result(self, request: EngineRequest, extra: dict[str, object]
+                             ) -> EngineResult:
         """The engine's result; an engine that raises or overstays still yields one.
 
         ``Engine.run`` is not supposed to raise or to outlive its wall clock. If it does,

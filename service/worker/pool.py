@@ -33,6 +33,7 @@ import anyio
 
 from service.budget import Governor
 from service.health import Health
+from service.metrics import Metrics
 from service.storage import is_contention, is_unavailable
 from service.storage.queue import Claim, ReviewQueue
 
@@ -70,6 +71,7 @@ class WorkerPool:
         idle_max: float = IDLE_MAX_SECONDS,
         restart_delay: float = RESTART_DELAY_SECONDS,
         grace_seconds: float = GRACE_SECONDS,
+        metrics: Metrics | None = None,
     ) -> None:
         if count < 1:
             raise ValueError("count must be at least 1")
@@ -78,6 +80,7 @@ class WorkerPool:
         if restart_delay < 0 or grace_seconds < 0:
             raise ValueError("restart_delay and grace_seconds must not be negative")
         self._queue = queue
+        self._metrics = metrics
         self._governor = governor
         self._job = job
         self._clock = clock
@@ -186,7 +189,10 @@ class WorkerPool:
                                      admit=self._governor.admit,
                                      lapsed=self._governor.close_lapsed)
         try:
-            return await anyio.to_thread.run_sync(claim)
+            taken = await anyio.to_thread.run_sync(claim)
+            if self._metrics is not None:
+                self._metrics.claimed(taken is not None)
+            return taken
         except Exception as exc:
             if is_contention(exc):
                 log.info("store busy; claiming again after a nap", extra={"owner": owner})
