@@ -30,10 +30,15 @@ def _state(store: Database, now: datetime = T0) -> tuple[str, str] | None:
 
 def test_the_table_has_one_target_per_event_and_source() -> None:
     events = {event for event, _ in runs.TRANSITIONS}
-    assert events == {"lease", "renew", "release", "fail", *runs.CONCLUSIONS}
+    assert events == {"lease", "renew", "release", "fail", *runs.CONCLUSIONS,
+                      *runs.OPERATOR_EVENTS}
     for (_, source), target in runs.TRANSITIONS.items():
         assert source in runs.STATES and target in runs.STATES
-    assert not any(source in runs.CONCLUSIONS.values() for _, source in runs.TRANSITIONS)
+    # The first conclusion stands, except that an operator may republish a dry run.
+    assert not any(source in runs.CONCLUSIONS.values() for event, source in runs.TRANSITIONS
+                   if event not in runs.OPERATOR_EVENTS)
+    assert {(e, s) for e, s in runs.TRANSITIONS if e in runs.OPERATOR_EVENTS} == {
+        ("republish", runs.FAILED), ("republish", runs.DRY_RUN)}
     assert runs.CONTENT_TRANSITIONS == {("purge", runs.HELD): runs.PURGED}
 
 

@@ -40,6 +40,9 @@ CANCELLED: Final = "cancelled"
 
 STATUSES: Final = (PENDING, CLAIMED, DONE, ABANDONED, SUPERSEDED, CANCELLED)
 TERMINAL: Final = frozenset({DONE, ABANDONED, SUPERSEDED})
+#: Events only an operator performs (``pr-review-agent queue retry``): the one way out of a
+#: terminal state, and only out of ``abandoned``.
+OPERATOR_EVENTS: Final = frozenset({"retry"})
 
 #: (event, from-status) -> to-status. The only place the lifecycle is written down.
 #: ``claim`` from CLAIMED is the reclaim of an expired lease; ``abandon`` is a row that
@@ -52,6 +55,8 @@ TERMINAL: Final = frozenset({DONE, ABANDONED, SUPERSEDED})
 #: pending row whose pull request closed before anyone claimed it; ``revive`` is the same
 #: trigger arriving again for a cancelled row (the pull request reopened at the same head,
 #: which builds the same dedupe key): without it that head could never be reviewed.
+#: ``retry`` is an operator's: an abandoned or cancelled row offered again with every
+#: attempt (the budget still decides when it runs).
 TRANSITIONS: Final[dict[tuple[str, str], str]] = {
     ("claim", PENDING): CLAIMED,
     ("claim", CLAIMED): CLAIMED,
@@ -64,6 +69,8 @@ TRANSITIONS: Final[dict[tuple[str, str], str]] = {
     ("supersede", PENDING): SUPERSEDED,
     ("cancel", PENDING): CANCELLED,
     ("revive", CANCELLED): PENDING,
+    ("retry", ABANDONED): PENDING,
+    ("retry", CANCELLED): PENDING,
 }
 
 
@@ -377,6 +384,45 @@ def depth(tx: Transaction) -> list[tuple[str, str, int]]:
     """How many rows the queue holds, by ``(status, kind)``."""
     return [(str(status), str(kind), int(n)) for status, kind, n in tx.execute(
         "SELECT status, kind, COUNT(*) FROM queue GROUP BY status, kind ORDER BY 1, 2")]
+
+
+_RETRY = f"""
+UPDATE queue SET status = '{target("retry")}', attempts = 0, leased_until = NULL, owner = NULL
+ WHERE dedupe_key = :key AND status IN {_in("retry")}
+"""
+_CANCEL_ONE = f"""
+UPDATE queue SET status = '{target("cancel")}'
+ WHERE dedupe_key = :key AND status IN {_in("cancel")}
+"""
+
+
+def retry_in(tx: Transaction, dedupe_key: str) -> bool:
+    """Offer an abandoned or cancelled row again, attempts reset; False changes nothing."""
+    return tx.execute(_RETRY, {"key": dedupe_key}).rowcount == 1
+
+
+def cancel_in(tx: Transaction, dedupe_key: str) -> bool:
+    """Cancel one pending row (a claimed one is running: left to its worker)."""
+    return tx.execute(_CANCEL_ONE, {"key": dedupe_key}).rowcount == 1
+
+
+def listing(tx: Transaction, *, statuses: Sequence[str] = (), repo: str | None = None,
+            limit: int = 50) -> list[QueueRow]:
+    """The newest ``limit`` rows (of ``statuses``, of ``repo``), newest first."""
+    unknown = set(statuses) - set(STATUSES)
+    if unknown:
+        raise ValueError(f"unknown status(es): {sorted(unknown)}")
+    where: list[str] = []
+    params: list[object] = []
+    if statuses:
+        where.append("status IN (" + ", ".join("?" for _ in statuses) + ")")
+        params.extend(statuses)
+    if repo is not None:
+        where.append("repo = ?")
+        params.append(repo)
+    sql = (f"SELECT {_COLUMNS} FROM queue" + (" WHERE " + " AND ".join(where) if where else "")
+           + " ORDER BY enqueued_at DESC, dedupe_key DESC LIMIT ?")
+    return [_row(v) for v in tx.execute(sql, (*params, limit))]
 
 
 def known_heads(tx: Transaction, repo: str, pr_number: int) -> set[str]:

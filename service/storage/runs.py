@@ -33,6 +33,7 @@ __all__ = [
     "FAILED",
     "HELD",
     "LEASED",
+    "OPERATOR_EVENTS",
     "PUBLISHED",
     "PURGED",
     "RECORDED",
@@ -48,10 +49,12 @@ __all__ = [
     "inspect",
     "last_completed_head",
     "lease",
+    "listing",
     "pending",
     "purge_closed",
     "release",
     "renew",
+    "republish",
     "state",
     "stored",
 ]
@@ -85,7 +88,13 @@ TRANSITIONS: Final[dict[tuple[str, str], str]] = {
     **{(event, state): outcome for event, outcome in CONCLUSIONS.items()
        for state in _UNDECIDED},
     **{("fail", state): FAILED for state in _UNDECIDED},
+    # An operator's ``pr-review-agent runs republish``: a run given up on (after its cause
+    # was fixed) or recorded in a dry run, offered to the publisher again.
+    ("republish", FAILED): RECORDED,
+    ("republish", DRY_RUN): RECORDED,
 }
+#: Events only an operator performs: the one way back from a conclusion (a dry run's).
+OPERATOR_EVENTS: Final = frozenset({"republish"})
 
 HELD: Final = "held"
 PURGED: Final = "purged"
@@ -153,6 +162,14 @@ _FAIL = f"""
 UPDATE runs SET publish_failed_at = :now, publish_lease_until = NULL
  WHERE dedupe_key = :key AND {_from("fail")}
 """
+_REPUBLISH = f"""
+UPDATE runs SET publish_outcome = NULL, published_at = NULL, publish_failed_at = NULL,
+                publish_attempts = 0, publish_lease_until = NULL
+ WHERE dedupe_key = :key AND content_purged_at IS NULL AND {_from("republish")}
+"""
+_LISTING_COLUMNS: Final = ("dedupe_key", "repo", "pr_number", "head_sha", "outcome",
+                           "publish_outcome", "comment_id", "recorded_at", "published_at",
+                           "publish_failed_at", "publish_attempts", "content_purged_at")
 _COUNT_ATTEMPT = "UPDATE runs SET publish_attempts = publish_attempts + 1 WHERE dedupe_key = :key"
 _STORED = "SELECT * FROM runs WHERE dedupe_key = :key"
 # Off the runs_unpublished partial index.
@@ -307,3 +324,27 @@ def inspect(tx: Transaction, key: str) -> dict[str, Any] | None:
     """What an operator's report shows of ``key``'s run."""
     row = tx.execute(_INSPECT, {"key": key}).fetchone()
     return None if row is None else dict(zip(_INSPECT_COLUMNS, row, strict=True))
+
+
+def republish(tx: Transaction, key: str) -> bool:
+    """Offer a failed or dry-run run to the publisher again (attempts reset); False when
+    ``key`` is no such run, or its content was purged."""
+    return tx.execute(_REPUBLISH, {"key": key}).rowcount == 1
+
+
+def listing(tx: Transaction, *, repo: str | None = None, failed: bool = False,
+            limit: int = 50) -> list[dict[str, Any]]:
+    """The newest ``limit`` runs (of ``repo``; only those given up on with ``failed``),
+    newest first, without their content."""
+    where: list[str] = []
+    params: list[object] = []
+    if repo is not None:
+        where.append("repo = ?")
+        params.append(repo)
+    if failed:
+        where.append(_STATE_SQL[FAILED])
+    sql = (f"SELECT {', '.join(_LISTING_COLUMNS)} FROM runs"
+           + (" WHERE " + " AND ".join(where) if where else "")
+           + " ORDER BY recorded_at DESC, dedupe_key DESC LIMIT ?")
+    return [dict(zip(_LISTING_COLUMNS, row, strict=True))
+            for row in tx.execute(sql, (*params, limit))]
