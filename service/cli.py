@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TextIO
+from typing import Final, TextIO
 
 from service import __version__
 
@@ -37,8 +37,13 @@ def _check_repository_file(path: str, out: TextIO, err: TextIO) -> int:
 def _check_config(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from service.config import ConfigError, MissingCredentials, describe_config, load_config
 
+    if args.file is not None and args.config is not None and args.file != args.config:
+        print("check-config: give the config once, as FILE or --config FILE", file=err)
+        return 2
+    args.file = args.file if args.file is not None else args.config
     if (args.file is None) == (args.repository_file is None):
-        print("check-config: give a config FILE, or --repository-file FILE", file=err)
+        print("check-config: give a config FILE (or --config FILE), or --repository-file FILE",
+              file=err)
         return 2
     if args.repository_file is not None:
         return _check_repository_file(args.repository_file, out, err)
@@ -151,9 +156,9 @@ def _copy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from service.config import ConfigError, load_config
+    from service.config import ConfigError, load_config, with_port
     from service.daemon import RoleUnavailableError, check_role, serve
-    from service.logs import configure_logging
+    from service.logs import LOG_LEVELS, configure_logging
 
     try:
         check_role(args.role)
@@ -167,15 +172,16 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             # First run: register the App from its manifest, then serve (service/setup/).
             from service.first_run import register_and_serve
 
-            configure_logging(args.log_format, stream=err)
+            configure_logging(args.log_format, level=LOG_LEVELS[args.log_level], stream=err)
             return register_and_serve(args.config, args.role, public_url=args.public_url,
-                                      environ=os.environ, err=err)
+                                      environ=os.environ, err=err, port=args.port)
         print(f"{args.config}: {len(exc.problems)} problem(s)", file=err)
         for problem in exc.problems:
             print(f"  {problem}", file=err)
         return 2
-    configure_logging(args.log_format, stream=err)
-    return serve(config, args.role, environ=os.environ, config_path=args.config)
+    configure_logging(args.log_format, level=LOG_LEVELS[args.log_level], stream=err)
+    return serve(with_port(config, args.port), args.role, environ=os.environ,
+                 config_path=args.config)
 
 
 def _budget(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -217,13 +223,13 @@ def _budget(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _review(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from service.logs import configure_logging
+    from service.logs import LOG_LEVELS, configure_logging
     from service.operator import load_or_report, review
 
     config = load_or_report(args.config, err)
     if config is None:
         return 2
-    configure_logging(args.log_format, stream=err)
+    configure_logging(args.log_format, level=LOG_LEVELS[args.log_level], stream=err)
     return review(config, args.repo, args.pr, dry_run=args.dry_run, out=out, err=err,
                   config_path=args.config)
 
@@ -285,6 +291,17 @@ def _runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         store.close()
 
 
+#: ``--log-level`` names (``service.logs.LOG_LEVELS``), without importing logging set-up.
+LOG_LEVEL_NAMES: Final = ("debug", "info", "warning", "error")
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError("must be between 1 and 65535")
+    return value
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -341,6 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check-config", help="validate a config file and print its limits")
     check.add_argument("file", nargs="?", help="path to the YAML config")
+    check.add_argument("--config", help="the same, as every other command takes it")
     check.add_argument("--repository-file", metavar="FILE",
                        help="validate a repository's .github/pr-review-agent.yml instead")
     check.set_defaults(handler=_check_config)
@@ -362,8 +380,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", required=True, help="path to the YAML config")
     serve.add_argument("--role", choices=("web", "poller", "worker", "all"), default="all",
                        help="which components this process runs (default: all)")
-    serve.add_argument("--log-format", choices=("json", "text"), default="json",
-                       help="log lines as JSON objects (default) or readable text")
+    serve.add_argument("--log-format", choices=("json", "text"), default=None,
+                       help="log lines as readable text or JSON objects (default: text at a "
+                       "terminal, JSON otherwise)")
+    serve.add_argument("--log-level", choices=tuple(LOG_LEVEL_NAMES), default="info",
+                       help="the least severe lines written (default: info; debug adds "
+                       "every GitHub request)")
+    serve.add_argument("--port", type=_port, help="listen on this port instead of "
+                       "server.port")
     serve.add_argument("--public-url", help="the URL GitHub reaches this server at, for "
                        "registering the App (default: server.public_url, else "
                        "http://HOST:PORT)")
@@ -390,6 +414,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="record the review without posting anything to GitHub")
     review.add_argument("--log-format", choices=("json", "text"), default="text",
                         help="log lines as readable text (default) or JSON objects")
+    review.add_argument("--log-level", choices=tuple(LOG_LEVEL_NAMES), default="info",
+                        help="the least severe lines written (default: info)")
     review.set_defaults(handler=_review)
 
     replay = sub.add_parser("replay", help="sign a webhook payload and POST it to a running "

@@ -297,7 +297,9 @@ def apply_reload(services: Services, config_path: str) -> None:
     """
     result = reload_config(config_path, services.environ, services.config)
     if result.error is not None:
+        services.health.reload_refused(services.clock(), result.error)
         return
+    services.health.reload_applied()
     services.config = result.config
     if "budget" in result.applied:
         services.governor.config = result.config.budget  # one assignment, frozen value

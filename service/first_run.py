@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
-from service.config import ConfigError, MissingCredentials, load_config
+from service.config import ConfigError, MissingCredentials, load_config, with_port
 from service.daemon import check_role, listen, serve
 from service.services import Clock, utc_now
 from service.setup.files import new_config_text, writable_problem, write_config
@@ -31,8 +31,9 @@ log = logging.getLogger(__name__)
 
 def register_and_serve(config_path: str, role: str, *, public_url: str | None,
                        environ: Mapping[str, str], err: TextIO,
-                       clock: Clock = utc_now) -> int:
-    """``serve`` on a config without App credentials: register, then serve. Exit code."""
+                       clock: Clock = utc_now, port: int | None = None) -> int:
+    """``serve`` on a config without App credentials: register, then serve. Exit code.
+    ``port`` (``serve --port``) replaces ``server.port``."""
     path = Path(config_path)
     if "web" not in check_role(role):
         print(f"serve: the GitHub App is not registered yet, and role {role!r} serves no web "
@@ -53,9 +54,10 @@ def register_and_serve(config_path: str, role: str, *, public_url: str | None,
         print(f"Created {path} from the template. Review its budget section before the "
               "agent spends anything that matters (docs/BUDGET.md).", file=err)
     try:
-        config = load_config(path, environ)
+        config = with_port(load_config(path, environ), port)
     except MissingCredentials as exc:
         pending = exc
+        pending.config = with_port(pending.config, port)
     except ConfigError as exc:
         print(f"{path}: {len(exc.problems)} problem(s)", file=err)
         for line in exc.problems:
@@ -89,7 +91,7 @@ def register_and_serve(config_path: str, role: str, *, public_url: str | None,
              extra={"app_id": registered.app_id, "install_url": registered.install_url})
     print(f"\nRegistered the GitHub App {registered.slug} (id {registered.app_id}). Install it "
           f"on your repositories: {registered.install_url}\n", file=err, flush=True)
-    return serve(registered.config, role, clock=clock, environ=environ,
+    return serve(with_port(registered.config, port), role, clock=clock, environ=environ,
                  config_path=config_path)
 
 

@@ -93,6 +93,7 @@ class Health:
         self._engine_failed: _Event | None = None
         self._checks_started = False
         self._checks_forbidden: dict[int, _Event] = {}  # installation -> when, and why
+        self._reload_refused: _Event | None = None
 
     # -- reports from components ---------------------------------------------------------
 
@@ -159,6 +160,16 @@ class Health:
         with self._lock:
             self._engine_failed = _Event(_aware(now), reason)
 
+    def reload_refused(self, now: datetime, reason: str) -> None:
+        """A SIGHUP's file was refused: the previous config runs on, degraded until a
+        good reload (the operator believes a change is in force that is not)."""
+        with self._lock:
+            self._reload_refused = _Event(_aware(now), reason)
+
+    def reload_applied(self) -> None:
+        with self._lock:
+            self._reload_refused = None
+
     def check_runs_started(self) -> None:
         """This process pushes check runs to GitHub."""
         with self._lock:
@@ -188,6 +199,7 @@ class Health:
             checks["github_auth"] = self._auth_check()
             checks["engine"] = self._engine_check()
             checks["check_runs"] = self._check_runs_check()
+            checks["config"] = self._config_check()
         # An engine that cannot start fails its own check, but the process stays ready:
         # it still takes webhooks and queues them for when the engine is back.
         statuses = {DEGRADED if name == "engine" and check["status"] == FAILING
@@ -287,6 +299,14 @@ class Health:
                 "detail": "the App's checks: write permission is not granted on these "
                           "installations: accept it in the installation's settings (reviews "
                           "still run and post)"}
+
+    def _config_check(self) -> dict[str, object]:
+        refused = self._reload_refused
+        if refused is None:
+            return {"status": OK}
+        return {"status": DEGRADED, "reload_refused_at": refused.at.isoformat(),
+                "detail": f"the last reload (SIGHUP) was refused, so the config in force is "
+                          f"the one before it: {refused.detail}"}
 
     def _auth_check(self) -> dict[str, object]:
         ok, failed = self._auth_ok, self._auth_failed

@@ -154,14 +154,49 @@ def formatter_for(log_format: LogFormat) -> logging.Formatter:
     raise ValueError(f"log format must be one of {', '.join(LOG_FORMATS)}, got {log_format!r}")
 
 
+LOG_LEVELS: Final = {"debug": logging.DEBUG, "info": logging.INFO,
+                     "warning": logging.WARNING, "error": logging.ERROR}
+
+
+def format_for(stream: TextIO, chosen: LogFormat | None) -> LogFormat:
+    """The format asked for, else text for a person at a terminal and JSON for a
+    machine (a pipe, a file, journald, a container's log driver)."""
+    if chosen is not None:
+        return chosen
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return "text" if callable(isatty) and isatty() else "json"
+    except ValueError:  # a closed stream
+        return "json"
+
+
+class _QuietRequests(logging.Filter):
+    """httpx says every request at INFO; here a request is DEBUG unless it failed (a
+    4xx or 5xx answer stays at INFO, beside the client's own line about it)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.INFO:
+            return True
+        args = record.args if isinstance(record.args, tuple) else ()
+        status = args[3] if len(args) > 3 else None
+        if isinstance(status, int) and status >= 400:
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger().isEnabledFor(logging.DEBUG)
+
+
+_QUIET_REQUESTS: Final = _QuietRequests()
+
+
 def configure_logging(
-    log_format: LogFormat = "json", *, level: int = logging.INFO, stream: TextIO | None = None
+    log_format: LogFormat | None = "json", *, level: int = logging.INFO,
+    stream: TextIO | None = None,
 ) -> logging.Handler:
     """Send every log record (uvicorn's included) to ``stream`` (stderr) in one format.
 
-    Replaces the root logger's handlers, so calling it twice does not double every line;
-    uvicorn's own loggers are pointed at the root instead of their default handlers.
-    Returns the handler installed.
+    ``log_format`` None picks by the stream (``format_for``). Replaces the root logger's
+    handlers, so calling it twice does not double every line; uvicorn's own loggers are
+    pointed at the root instead of their default handlers. Returns the handler installed.
     """
     # Neither format shows the caller's file and line or the thread and process, so the
     # logging module is told not to look them up (its documented optimisations): that
@@ -170,8 +205,9 @@ def configure_logging(
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
-    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
-    handler.setFormatter(formatter_for(log_format))
+    target = stream if stream is not None else sys.stderr
+    handler = logging.StreamHandler(target)
+    handler.setFormatter(formatter_for(format_for(target, log_format)))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
@@ -181,6 +217,9 @@ def configure_logging(
         named = logging.getLogger(name)
         named.handlers.clear()
         named.propagate = True
+    requests = logging.getLogger("httpx")
+    if _QUIET_REQUESTS not in requests.filters:
+        requests.addFilter(_QUIET_REQUESTS)
     return handler
 
 

@@ -215,3 +215,17 @@ def test_an_engine_that_could_not_start_is_warned_about(
     monkeypatch.setenv("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-x")
     assert main(["check-config", str(config_dir / "good.yaml")]) == 0
     assert "warning:" not in capsys.readouterr().out
+
+
+def test_config_is_also_taken_as_every_other_command_takes_it(
+    config_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = config_dir / "good.yaml"
+    assert main(["check-config", "--config", str(path)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == f"{path}: OK"
+    assert main(["check-config", str(path), "--config", str(path)]) == 0  # the same, twice
+    capsys.readouterr()
+    assert main(["check-config", str(path), "--config", str(config_dir / "bad.yaml")]) == 2
+    assert "give the config once" in capsys.readouterr().err
+    assert main(["check-config"]) == 2
+    assert "give a config FILE (or --config FILE)" in capsys.readouterr().err

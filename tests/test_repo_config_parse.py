@@ -127,6 +127,7 @@ def test_check_config_validates_a_repository_file(tmp_path: Path,
     assert "line 1: min_severty: unknown key (did you mean min_severity?)" in err
     assert "reviewed with the defaults until it is fixed" in err
     assert main(["check-config"]) == 2
-    assert "give a config FILE, or --repository-file FILE" in capsys.readouterr().err
+    assert "give a config FILE (or --config FILE), or --repository-file FILE" in (
+        capsys.readouterr().err)
     assert main(["check-config", "--repository-file", str(tmp_path / "missing.yml")]) == 2
     assert "cannot be read" in capsys.readouterr().err

@@ -579,3 +579,24 @@ def _write_snapshot() -> None:
 
 if __name__ == "__main__":
     _write_snapshot()
+
+
+def test_a_first_start_says_migrated_in_one_line(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("INFO", logger="service.storage"):
+        SqliteStore(tmp_path / "state.db").close()
+        SqliteStore(tmp_path / "state.db").close()  # already at the head: says nothing
+    said = [r.getMessage() for r in caplog.records if "migrated" in r.getMessage()]
+    assert said == [f"store migrated from schema version 0 to {HEAD_VERSION}"]
+
+
+def test_a_first_start_on_postgresql_says_migrated_in_one_line(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from service.storage.postgres import PG_HEAD_VERSION, PostgresStore
+    from tests.databases import throwaway_database
+
+    with throwaway_database() as url, caplog.at_level("INFO", logger="service.storage"):
+        PostgresStore(url).close()
+        PostgresStore(url).close()
+    said = [r.getMessage() for r in caplog.records if "migrated" in r.getMessage()]
+    assert said == [f"store migrated from schema version 0 to {PG_HEAD_VERSION}"]

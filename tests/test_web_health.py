@@ -45,7 +45,7 @@ def test_a_web_only_process_is_ok_with_nothing_else_running(store: SqliteStore) 
     assert overall == OK
     assert checks == {"store": OK, "poller": NOT_RUNNING, "workers": NOT_RUNNING,
                       "breaker": OK, "github_auth": OK, "engine": NOT_RUNNING,
-                      "check_runs": NOT_RUNNING}
+                      "check_runs": NOT_RUNNING, "config": OK}
     assert Health(store).report(NOW)["checks"]["store"] == {  # type: ignore[index]
         "status": OK, "schema_version": HEAD_VERSION, "expected_version": HEAD_VERSION}
 

@@ -12,10 +12,12 @@ from datetime import UTC, datetime
 import pytest
 
 from service.logs import (
+    LOG_LEVELS,
     JsonFormatter,
     TextFormatter,
     configure_logging,
     extra_fields,
+    format_for,
     formatter_for,
 )
 from service.secret import Secret
@@ -131,3 +133,56 @@ def test_configure_logging_installs_one_handler_for_everything() -> None:
     assert len(logging.getLogger().handlers) == 1
     [line] = stream.getvalue().splitlines()
     assert json.loads(line)["logger"] == "uvicorn.error"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_person_at_a_terminal_gets_text_and_a_machine_gets_json() -> None:
+    assert format_for(_Terminal(), None) == "text"
+    assert format_for(io.StringIO(), None) == "json"  # a pipe, a file, journald
+    assert format_for(_Terminal(), "json") == "json"  # the flag still wins
+    closed = io.StringIO()
+    closed.close()
+    assert format_for(closed, None) == "json"
+
+
+@pytest.mark.usefixtures("restore_root")
+def test_the_format_follows_the_stream_when_none_is_asked_for() -> None:
+    terminal = _Terminal()
+    configure_logging(None, stream=terminal)
+    logging.getLogger("service.web").info("webhook delivery", extra={"repo": "o/r"})
+    line = terminal.getvalue().strip()
+    assert not line.startswith("{") and "webhook delivery" in line and "repo=o/r" in line
+
+
+def _httpx_line(status: int) -> None:
+    # What httpx itself logs for every request it sends.
+    logging.getLogger("httpx").info('HTTP Request: %s %s "%s %d %s"', "GET",
+                                    "https://api.github.com/repos/o/r/pulls", "HTTP/1.1",
+                                    status, "OK" if status < 400 else "Not Found")
+
+
+@pytest.mark.usefixtures("restore_root")
+def test_github_requests_are_debug_unless_they_fail() -> None:
+    stream = io.StringIO()
+    configure_logging("json", stream=stream)
+    _httpx_line(200)
+    _httpx_line(404)
+    [line] = [json.loads(x) for x in stream.getvalue().splitlines()]
+    assert (line["level"], "404" in line["message"]) == ("INFO", True)
+
+    stream = io.StringIO()
+    configure_logging("json", level=logging.DEBUG, stream=stream)
+    _httpx_line(200)
+    [line] = [json.loads(x) for x in stream.getvalue().splitlines()]
+    assert line["level"] == "DEBUG" and "200" in line["message"]
+    assert len(logging.getLogger("httpx").filters) == 1  # configured twice, installed once
+
+
+def test_the_cli_offers_exactly_the_levels_the_logs_know() -> None:
+    from service.cli import LOG_LEVEL_NAMES
+
+    assert tuple(LOG_LEVELS) == LOG_LEVEL_NAMES

@@ -36,7 +36,7 @@ from service.config.schema import (
     TriggersConfig,
     WorkersConfig,
 )
-from service.config.strict_yaml import load_config
+from service.config.strict_yaml import load_config, with_port
 from service.config.validate import parse_config
 
 __all__ = [
@@ -69,4 +69,5 @@ __all__ = [
     "load_config",
     "parse_config",
     "public_url_problem",
+    "with_port",
 ]

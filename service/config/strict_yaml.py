@@ -7,6 +7,7 @@ operator believes is in force and is not.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,7 +20,7 @@ from service.config.schema import Config
 from service.config.secrets import read_text
 from service.config.validate import parse_config
 
-__all__ = ["load_config", "load_strict", "yaml_problem"]
+__all__ = ["load_config", "load_strict", "with_port", "yaml_problem"]
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -97,3 +98,12 @@ def yaml_problem(exc: yaml.YAMLError) -> str:
         what = " ".join(x for x in (exc.context, exc.problem) if x)
         return f"invalid YAML at line {mark.line + 1}, column {mark.column + 1}: {what}"
     return f"invalid YAML: {exc}"
+
+
+def with_port(config: Config, port: int | None) -> Config:
+    """``config`` with ``server.port`` replaced (``serve --port``); unchanged for None."""
+    if port is None:
+        return config
+    if not 1 <= port <= 65535:
+        raise ValueError(f"port must be between 1 and 65535, got {port}")
+    return dataclasses.replace(config, server=dataclasses.replace(config.server, port=port))

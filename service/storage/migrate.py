@@ -45,7 +45,7 @@ def migrate(conn: sqlite3.Connection, migrations: Sequence[tuple[str, ...]]) -> 
     if conn.in_transaction:
         raise MigrationError("migrate() needs a connection with no open transaction")
     head = len(migrations)
-    version = user_version(conn)
+    version = start = user_version(conn)
     while True:
         if version > head:
             raise MigrationError(
@@ -53,6 +53,9 @@ def migrate(conn: sqlite3.Connection, migrations: Sequence[tuple[str, ...]]) -> 
                 "refusing to run against it"
             )
         if version == head:
+            if version > start:  # one line for the lot, not one per migration
+                logger.info("store migrated from schema version %d to %d", start, version,
+                            extra={"schema_version": version, "from_version": start})
             return version
         target = version + 1
         try:
@@ -71,6 +74,4 @@ def migrate(conn: sqlite3.Connection, migrations: Sequence[tuple[str, ...]]) -> 
         except BaseException:
             rollback_if_open(conn)
             raise
-        if current == target:
-            logger.info("store migrated", extra={"schema_version": target})
         version = current

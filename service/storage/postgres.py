@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import logging
 import re
 import select
 import threading
@@ -42,6 +43,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from service.storage.errors import MigrationError, NestedTransactionError, StoreClosedError
 from service.storage.pg_schema import PG_MIGRATIONS
+
+log = logging.getLogger(__name__)
 
 __all__ = ["LEADER_LOCK", "NAMED_LOCK", "PG_HEAD_VERSION", "START_WAIT", "WRITE_LOCK",
            "PostgresStore", "translate_placeholders"]
@@ -438,6 +441,7 @@ class PostgresStore:
                         f"{len(migrations)}; refusing to run against it")
                 for statement in (s for m in migrations[version:] for s in m):
                     conn.execute(statement)
+                migrated = (version, len(migrations)) if version < len(migrations) else None
                 if row is None:
                     conn.execute("INSERT INTO schema_version (version) VALUES (%s)",
                                  (len(migrations),))
@@ -451,3 +455,6 @@ class PostgresStore:
             except BaseException:
                 _rollback_quietly(conn)
                 raise
+        if migrated is not None:  # one line for the lot, as the SQLite store says it
+            log.info("store migrated from schema version %d to %d", *migrated,
+                     extra={"schema_version": migrated[1], "from_version": migrated[0]})

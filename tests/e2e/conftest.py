@@ -55,13 +55,15 @@ class E2E:
             private_key_pem=self.sim.seeded.private_key_pem, **sections)
         return self.config
 
-    def serve(self, *, role: str = "all", log_format: str | None = None) -> ServeProcess:
+    def serve(self, *, role: str = "all", log_format: str | None = None,
+              args: tuple[str, ...] = (), port: int | None = None) -> ServeProcess:
         """Start ``serve --role ROLE`` with the current config; stderr in its own file."""
         if self.config is None:
             self.configure()
         assert self.config is not None
         log = self.tmp / f"serve-{len(self.serves) + 1}-{role}.log"
-        process = ServeProcess(self.config, self.port, log, role=role, log_format=log_format)
+        process = ServeProcess(self.config, port or self.port, log, role=role,
+                               log_format=log_format, args=args)
         self.serves.append(process)
         return process
 

@@ -308,7 +308,7 @@ class ServeProcess:
     """``python -m service serve --config F --role ROLE`` with stderr in ``log``."""
 
     def __init__(self, config: Path, port: int, log: Path, *, role: str = "all",
-                 log_format: str | None = None) -> None:
+                 log_format: str | None = None, args: tuple[str, ...] = ()) -> None:
         self.config = config
         self.url = f"http://127.0.0.1:{port}"
         self.log = log
@@ -316,6 +316,7 @@ class ServeProcess:
                 "--role", role]
         if log_format is not None:
             argv += ["--log-format", log_format]
+        argv += args
         with log.open("ab") as err:
             self.process = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL,
                                             stderr=err)

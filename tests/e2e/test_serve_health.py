@@ -46,3 +46,18 @@ def test_healthz_reports_token_mints_and_a_store_at_another_version(e2e: E2E) ->
     e2e.db(f"PRAGMA user_version = {HEAD_VERSION}")
     serve.signal(signal.SIGTERM)
     assert serve.wait(timeout=20) == 0
+
+
+def test_port_replaces_the_configs_port(e2e: E2E) -> None:
+    from tests.e2e.harness import free_port
+
+    other = free_port()
+    assert other != e2e.port
+    serve = e2e.serve(args=("--port", str(other)), port=other)
+    body = wait_for("serve on --port", serve.healthz, timeout=20, on_timeout=serve.text)
+    assert body["checks"]["store"]["status"] == "ok"
+    [listening] = wait_for("the listening line", lambda: list(serve.messages("listening")),
+                           timeout=5)
+    assert listening["port"] == other
+    serve.signal(signal.SIGTERM)
+    assert serve.wait(timeout=20) == 0

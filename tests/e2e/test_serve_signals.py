@@ -65,7 +65,10 @@ def test_sighup_reloads_the_budget_and_a_broken_file_changes_nothing(e2e: E2E) -
     [refused] = wait_for("the reload to be refused", lambda: list(
         serve.messages("config reload refused")), timeout=10, on_timeout=serve.text)
     assert refused["level"] == "ERROR" and refused["logger"] == "service.reload"
-    assert serve.healthz() is not None  # still serving
+    health = serve.healthz()  # still serving, and saying the file in force is the old one
+    assert health is not None and health["status"] == "degraded"
+    assert health["checks"]["config"]["status"] == "degraded"
+    assert "invalid YAML at line" in health["checks"]["config"]["detail"]
     after = serve.budget(ADMIN_TOKEN)
     assert _limits(after) == _limits(before) and after["max_run_tokens"] == MAX_RUN
 
@@ -75,6 +78,8 @@ def test_sighup_reloads_the_budget_and_a_broken_file_changes_nothing(e2e: E2E) -
     wait_for("the new budget on /budget",
              lambda: _limits(serve.budget(ADMIN_TOKEN))["session"] == 800_000, timeout=10,
              on_timeout=serve.text)
+    healed = serve.healthz()
+    assert healed is not None and healed["checks"]["config"] == {"status": "ok"}
     [restart] = wait_for("the restart warning", lambda: list(
         serve.messages("need a restart")), timeout=10)
     assert restart["level"] == "WARNING" and "poller" in restart["message"]
