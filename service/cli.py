@@ -77,8 +77,13 @@ def _check_config(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"  {verified.describe()}", file=out)
     from service.engine.factory import engine_warnings
 
-    for warning in engine_warnings(config.engine, os.environ):
+    warnings = engine_warnings(config.engine, os.environ)
+    for warning in warnings:
         print(f"  warning: {warning}", file=out)
+    if warnings:
+        print(f"  the file is valid, but reviews would fail here: `pr-review-agent doctor "
+              f"--config {args.file}` checks the engine, GitHub and the store for real",
+              file=out)
     return 0
 
 
@@ -302,6 +307,28 @@ def _port(text: str) -> int:
     return value
 
 
+def _doctor(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from datetime import UTC, datetime
+
+    from service.config import MissingCredentials, load_config
+    from service.config.errors import ConfigError
+    from service.doctor import doctor
+
+    try:
+        config = load_config(args.config, os.environ)
+    except MissingCredentials:
+        print(f"PROBLEM github: the App is not registered yet: run `pr-review-agent serve "
+              f"--config {args.config}` once and follow the page it serves "
+              "(docs/ONBOARDING.md)", file=out)
+        return 1
+    except ConfigError as exc:
+        print(f"{args.config}: {len(exc.problems)} problem(s)", file=err)
+        for problem in exc.problems:
+            print(f"  {problem}", file=err)
+        return 2
+    return doctor(config, args.config, os.environ, clock=lambda: datetime.now(UTC), out=out)
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -427,6 +454,11 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--url", help="where to POST (default: "
                         "http://127.0.0.1:{server.port}{server.webhook_path})")
     replay.set_defaults(handler=_replay)
+
+    doctor = sub.add_parser("doctor", help="find what would make the first review fail: "
+                            "the engine, GitHub, the store, the webhook")
+    doctor.add_argument("--config", required=True, help="path to the YAML config")
+    doctor.set_defaults(handler=_doctor)
 
     _add_queue_parsers(sub)
     return parser

@@ -242,3 +242,13 @@ async def test_an_api_key_out_of_credit_is_usage_limit(host: dict[str, Path],
                     "to Plans & Billing to upgrade or purchase credits."}], answer=False)
     assert result.stop_reason == "usage_limit", result.detail
     assert (result.usage.tokens, result.usage.confidence) == (0, "exact")
+
+
+def test_doctor_reads_the_real_clis_version() -> None:
+    from service.doctor import check_command, run_command
+
+    [check] = check_command(REAL, {"PATH": os.environ.get("PATH", "")}, run_command)
+    assert check.status == "ok", check.line()
+    # What the real CLI prints: "2.1.197 (Claude Code)" (and the fake copies it).
+    assert check.detail.startswith(f"{Path(REAL).parent.name.removeprefix('claude-code-')} "
+                                   "(Claude Code) at ")
