@@ -11,6 +11,7 @@ the webhook path (405), goes through FastAPI as usual.
 
 from __future__ import annotations
 
+import base64
 import hmac
 import logging
 from collections.abc import Callable, Mapping
@@ -19,15 +20,19 @@ from typing import Any
 
 import anyio
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from service.budget import Governor
 from service.config import Config
+from service.github.urls import web_url_for
 from service.health import FAILING, Health
 from service.metrics import CONTENT_TYPE, Metrics, StoreState, render
 from service.secret import Secret
+from service.status_page import HEADERS as STATUS_HEADERS
+from service.status_page import render_status
+from service.status_view import read_status
 from service.storage import Database
 from service.storage.queue import ReviewQueue
 from service.triggers import TriggerContext
@@ -51,10 +56,17 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-def _bearer_matches(header: str | None, token: Secret) -> bool:
-    """``Authorization: Bearer <token>``, compared in constant time."""
+def _bearer_matches(header: str | None, token: Secret, *, basic: bool = False) -> bool:
+    """``Authorization: Bearer <token>`` (or, with ``basic``, HTTP Basic with the token as
+    the password and any user name: what a browser sends), compared in constant time."""
     scheme, _, given = (header or "").partition(" ")
-    if scheme.lower() != "bearer":
+    if scheme.lower() == "basic" and basic:
+        try:
+            given = base64.b64decode(given.strip(), validate=True).decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            return False
+        given = given.partition(":")[2]
+    elif scheme.lower() != "bearer":
         return False
     return hmac.compare_digest(given.strip().encode("utf-8", "replace"),
                                token.reveal().encode("utf-8"))
@@ -132,6 +144,28 @@ def create_app(
             return _error(401, "a valid admin bearer token is required",
                           {"WWW-Authenticate": "Bearer"})
         return None
+
+    web_url = web_url_for(config.github.api_url)
+
+    @app.get("/status")
+    async def status(request: Request) -> Response:
+        # A page for a browser: the token as the Basic password (the browser asks for it),
+        # or as a bearer token like every other admin route.
+        if admin_token is not None and not _bearer_matches(
+                request.headers.get("authorization"), admin_token, basic=True):
+            return HTMLResponse(
+                "<!doctype html><title>401</title><p>The status page needs the admin token "
+                "as the password (any user name).</p>", status_code=401,
+                headers={**STATUS_HEADERS,
+                         "WWW-Authenticate": 'Basic realm="pr-review-agent", charset="UTF-8"'})
+        try:
+            view = await anyio.to_thread.run_sync(read_status, store, governor, health, clock())
+        except STORE_ERRORS as exc:
+            log.error("status page failed: store failure", extra={"error": type(exc).__name__})
+            return HTMLResponse("<!doctype html><title>503</title><p>The store is unavailable."
+                                "</p>", status_code=503,
+                                headers={**STATUS_HEADERS, "Retry-After": RETRY_AFTER})
+        return HTMLResponse(render_status(view, web_url=web_url), headers=STATUS_HEADERS)
 
     @app.get("/metrics")
     async def metrics_route(request: Request) -> Response:

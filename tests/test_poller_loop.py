@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from service.storage import SqliteStore, to_db_time
+from service.storage import SqliteStore, repository_polls, to_db_time
 from tests.poller_rig import (
     REPO,
     T0,
@@ -134,11 +134,19 @@ async def test_a_failing_repository_does_not_stop_the_others(tmp_path: Path) -> 
         assert [ok for ok, _ in rig.cycles] == [False, False]
         assert rig.watermark("pull_requests") is not None
         assert rig.watermark("pull_requests", GADGETS) is None
+        with rig.store.read() as tx:  # the status page's freshness per repository
+            polls = {p.repo: p for p in repository_polls.latest(tx)}
+        assert polls[REPO].error is None and polls[REPO].succeeded_at == polls[REPO].polled_at
+        assert polls[GADGETS].succeeded_at is None and "502" in (polls[GADGETS].error or "")
         rig.world.faults.clear()
         rig.tick()
         report = await rig.poll()
         assert report.success
         assert rig.watermark("pull_requests", GADGETS) is not None
+        with rig.store.read() as tx:
+            healed = {p.repo: p for p in repository_polls.latest(tx)}[GADGETS]
+        assert (healed.error, healed.succeeded_at, healed.polled_at) == (None, rig.now(),
+                                                                          rig.now())
     finally:
         await rig.close()
 

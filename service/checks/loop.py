@@ -45,7 +45,7 @@ from service.storage.queue import (
     PENDING,
     SUPERSEDED,
     Claim,
-    Lease,
+    as_candidate,
     queue_row,
 )
 
@@ -198,9 +198,7 @@ class CheckRuns:
         for waiting in checks.waiting(tx, limit):
             row = queue_row(tx, waiting.dedupe_key)
             if row is not None:  # a budget question is asked of a claim: not a lease
-                found.append((waiting, Claim(
-                    dedupe_key=row.dedupe_key, job=row.job, enqueued_at=row.enqueued_at,
-                    lease=Lease(owner="", until=row.enqueued_at, attempt=row.attempts + 1))))
+                found.append((waiting, as_candidate(row)))
         return found
 
     def _wait_state(self, w: Waiting, refusal: Refusal | None, now: datetime) -> CheckState:

@@ -34,7 +34,7 @@ import anyio.to_thread
 from service.config import Config
 from service.github import GitHubClient, GitHubError, RateLimited
 from service.metrics import Metrics
-from service.storage import Database, Leadership, is_contention, is_unavailable
+from service.storage import Database, Leadership, is_contention, is_unavailable, repository_polls
 from service.storage.queue import ReviewQueue
 from service.storage.watermarks import Watermarks
 from service.triggers import TriggerContext
@@ -211,6 +211,7 @@ class Poller:
                 raise
             report.skipped = True
         report.success = not report.skipped and not report.failures
+        await self._record_polls(report, now)
         report.next_at = self._next_at(now)
         self._cycles_since_refresh += 1
         self._report(report.success, now)
@@ -281,6 +282,24 @@ class Poller:
         if pace.next_at > now + self._interval:
             self._hold(installation_id, pace.next_at, report, f"pacing ({pace.reason})",
                        level=logging.INFO)
+
+    async def _record_polls(self, report: CycleReport, now: datetime) -> None:
+        """Each repository polled this cycle, and how it went, for the status page; a
+        store that refuses the write costs the record, never the poll."""
+        polls = [(r.repo, None) for r in report.repositories] + [
+            (repo, why) for repo, why in report.failures.items() if "/" in repo]
+        if not polls:
+            return
+
+        def write() -> None:
+            with self._store.transaction() as tx:
+                repository_polls.record(tx, polls, now)
+
+        try:
+            await anyio.to_thread.run_sync(write)
+        except Exception as exc:
+            log.warning("could not record the repositories' last polls",
+                        extra={"error": type(exc).__name__})
 
     def _hold(self, installation_id: int, until: datetime, report: CycleReport,
               why: str, *, level: int) -> None:

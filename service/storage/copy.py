@@ -41,6 +41,7 @@ COPIED: Final[tuple[tuple[str, str], ...]] = (
     ("repository_files", "url"),
     ("posted_findings", "repo, pr_number, fingerprint"),
     ("pr_summaries", "repo, pr_number"),
+    ("repository_polls", "repo"),
 )
 #: Tables the target derives itself (the ledger's triggers), compared but not copied.
 DERIVED: Final[tuple[tuple[str, str], ...]] = (("ledger_hours", "hour"),

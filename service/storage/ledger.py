@@ -45,6 +45,7 @@ __all__ = [
     "open_reserved",
     "pacer_sql",
     "pacer_times",
+    "recent",
     "repository_times",
     "reserve",
     "settle",
@@ -439,6 +440,22 @@ def settled_usage(tx: Transaction, *, repo: str, pr_number: int, key: str
     row = tx.execute(_SETTLED_USAGE, {"repo": repo, "pr_number": pr_number,
                                       "key": key}).fetchone()
     return None if row is None else dict(zip(_USAGE_COLUMNS, row, strict=True))
+
+
+_RECENT = """
+SELECT dedupe_key, repo, pr_number, mode, stop_reason, reserved_tokens, used_tokens,
+       usage_confidence, cost_usd, reserved_at, settled_at
+  FROM ledger ORDER BY id DESC LIMIT ?
+"""
+_RECENT_COLUMNS: Final = ("dedupe_key", "repo", "pr_number", "mode", "stop_reason",
+                          "reserved_tokens", "used_tokens", "usage_confidence", "cost_usd",
+                          "reserved_at", "settled_at")
+
+
+def recent(tx: Transaction, limit: int) -> list[dict[str, Any]]:
+    """The newest ``limit`` rows, open ones included (a run in progress), newest first."""
+    return [dict(zip(_RECENT_COLUMNS, row, strict=True))
+            for row in tx.execute(_RECENT, (limit,))]
 
 
 def latest(tx: Transaction, key: str) -> dict[str, Any] | None:

@@ -293,4 +293,10 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     # 33: the earlier findings a run's engine said no longer hold (their threads resolved
     # by the publisher): a JSON list of fingerprints and thread ids, no review text.
     ("ALTER TABLE runs ADD COLUMN fixed TEXT",),
+    # 34: each repository's last poll (service.storage.repository_polls): when, and whether
+    # it succeeded, for the status page's freshness per repository.
+    (
+        "CREATE TABLE IF NOT EXISTS repository_polls ("
+        "repo TEXT PRIMARY KEY, polled_at TEXT NOT NULL, succeeded_at TEXT, error TEXT)",
+    ),
 )

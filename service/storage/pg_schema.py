@@ -153,4 +153,9 @@ PG_MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     ),
     # 7: SQLite's 33, the earlier findings a run said no longer hold.
     (f"ALTER TABLE runs ADD COLUMN fixed {_T}",),
+    # 8: SQLite's 34, each repository's last poll.
+    (
+        f"CREATE TABLE repository_polls (repo {_T} PRIMARY KEY, polled_at {_T} NOT NULL,"
+        f" succeeded_at {_T}, error {_T})",
+    ),
 )

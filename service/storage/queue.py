@@ -351,6 +351,13 @@ def _row(values: Sequence[object]) -> QueueRow:
     )
 
 
+def as_candidate(row: QueueRow) -> Claim:
+    """A pending row as the budget governor's question (``Governor.waiting``) takes it: a
+    claim holding no lease."""
+    return Claim(dedupe_key=row.dedupe_key, job=row.job, enqueued_at=row.enqueued_at,
+                 lease=Lease(owner="", until=row.enqueued_at, attempt=row.attempts + 1))
+
+
 def queue_row(tx: Transaction, dedupe_key: str) -> QueueRow | None:
     """The row of ``dedupe_key`` as stored, read through the caller's transaction."""
     values = tx.execute(f"SELECT {_COLUMNS} FROM queue WHERE dedupe_key = ?",
