@@ -1,7 +1,7 @@
 # pr-review-agent: one process serving webhooks, polling, reviewing and publishing.
 #
-#   docker build -t pr-review-agent .                                            # no engine CLI
-#   docker build --build-arg CLAUDE_CODE_VERSION=2.1.197 -t pr-review-agent .    # with Claude Code
+#   docker build -t pr-review-agent .                                    # with Claude Code 2.1.197
+#   docker build --build-arg CLAUDE_CODE_VERSION= -t pr-review-agent .   # no CLI (HTTP engines)
 #
 # Reproducible: the base image is pinned by version, the Python dependencies by hash
 # (requirements.lock, compiled from pyproject.toml with pip-compile --generate-hashes), the
@@ -9,9 +9,9 @@
 # hash). What the image holds and weighs: docs/ONBOARDING.md, "What the image contains".
 ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
 
-# Empty: no Claude Code CLI (for engine.kind anthropic or openai_compatible). A version of
-# @anthropic-ai/claude-code installs that CLI, for the default engine.kind claude_code.
-ARG CLAUDE_CODE_VERSION=""
+# The Claude Code CLI the default engine.kind claude_code runs, pinned: the version .ci/run
+# tests the engine against. Empty: no CLI (engine.kind anthropic or openai_compatible).
+ARG CLAUDE_CODE_VERSION=2.1.197
 
 # The CLI is fetched with npm, but what npm installs is a self-contained native binary:
 # only that binary is copied into the image, and Node.js stays in this stage.
@@ -60,10 +60,11 @@ WORKDIR /var/lib/pr-review-agent
 VOLUME ["/var/lib/pr-review-agent"]
 EXPOSE 8080
 
-# "failing" (the store unreachable) is a 503, which urlopen raises on: exit 1. So is the
-# registration page's /healthz: the container is unhealthy until the App is registered.
+# Asks /healthz on the port the config says (server.port, or serve's --port: give the same
+# to the check). "failing" (the store unreachable) is a 503: exit 1. So is the registration
+# page's /healthz: the container is unhealthy until the App is registered.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
-    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=4)"]
+    CMD ["pr-review-agent", "healthcheck", "--config", "/var/lib/pr-review-agent/config.yaml"]
 
 ENTRYPOINT ["pr-review-agent"]
 # On a new volume this creates config.yaml and serves the registration page (the link is

@@ -87,7 +87,11 @@ def test_compose_has_port_volume_restart_healthcheck_and_a_public_url() -> None:
     assert f"agent-data:{DATA}" in svc["volumes"]
     assert "agent-data" in compose()["volumes"]
     assert svc["restart"] in ("unless-stopped", "always", "on-failure")
-    assert "/healthz" in " ".join(svc["healthcheck"]["test"])
+    test = svc["healthcheck"]["test"]
+    assert test[0] == "CMD"
+    checked = build_parser().parse_args(test[2:])
+    assert test[1] == "pr-review-agent" and checked.command == "healthcheck"
+    assert checked.config == f"{DATA}/config.yaml"
     assert svc["stop_signal"] == "SIGTERM"
     # The config (and what registration writes beside it) is on the volume, and the
     # command parses as `serve` with a public URL the operator must give.
@@ -159,7 +163,7 @@ def test_dockerfile_is_pinned_non_root_with_git_a_volume_and_a_healthcheck() -> 
     assert re.search(r"^USER agent$", text, re.MULTILINE)
     assert re.search(r"useradd [^\n]*--uid 10001", text)
     assert f'VOLUME ["{DATA}"]' in text
-    assert re.search(r"^HEALTHCHECK .*\n?.*/healthz", text, re.MULTILINE)
+    assert re.search(r"^HEALTHCHECK ", text, re.MULTILINE)
     assert f"EXPOSE {PORT}" in text
     # Nothing is fetched unpinned: no `pip install .` (its build backend would be).
     assert not re.search(r"pip install[^\n]* \.$", text, re.MULTILINE)
@@ -267,3 +271,65 @@ def test_compose_has_a_postgres_profile_that_leaves_the_default_alone() -> None:
     assert document["secrets"]["postgres-password"]["file"] == "./postgres-password"
     assert "deploy/postgres-password" in (ROOT / ".gitignore").read_text().splitlines()
     assert any(v.startswith("postgres-data:") for v in postgres["volumes"])
+
+
+def _ci_claude_version() -> str:
+    found = re.search(r"^CLAUDE_CODE_VERSION=(\S+)$", (ROOT / ".ci" / "run").read_text(),
+                      re.MULTILINE)
+    assert found
+    return found[1]
+
+
+def test_a_plain_build_includes_the_engine_ci_tests_against() -> None:
+    pinned = _ci_claude_version()
+    assert re.search(rf"^ARG CLAUDE_CODE_VERSION={re.escape(pinned)}$", dockerfile(),
+                     re.MULTILINE)
+    build = compose()["services"]["pr-review-agent"]["build"]["args"]
+    assert build["CLAUDE_CODE_VERSION"] == f"${{CLAUDE_CODE_VERSION:-{pinned}}}"
+
+
+def test_the_healthcheck_follows_server_port() -> None:
+    found = re.search(r"^HEALTHCHECK [^\n]*\\\n\s+CMD (\[.*\])$", dockerfile(), re.MULTILINE)
+    assert found, "HEALTHCHECK ... CMD [exec form]"
+    argv = yaml.safe_load(found[1])
+    assert argv[0] == "pr-review-agent"
+    args = build_parser().parse_args(argv[1:])
+    assert args.command == "healthcheck" and args.config == f"{DATA}/config.yaml"
+    assert "8080" not in found[0]  # the port comes from the config, not the image
+
+
+def test_compose_refuses_to_start_without_the_engines_credential() -> None:
+    env = compose()["services"]["pr-review-agent"]["environment"]
+    assert re.fullmatch(r"\$\{CLAUDE_CODE_OAUTH_TOKEN:\?[^}]+\}", env["CLAUDE_CODE_OAUTH_TOKEN"])
+
+
+def test_the_lock_pins_every_runtime_dependency() -> None:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    lock = (ROOT / "requirements.lock").read_text().lower()
+    for requirement in project["dependencies"]:
+        name = re.split(r"[\[<>=!~; ]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+        assert re.search(rf"^{re.escape(name)}==\S+ \\$", lock, re.MULTILINE), (
+            f"{name} is a dependency but requirements.lock does not pin it: regenerate it "
+            "(its header says how)")
+
+
+@pytest.mark.parametrize("manifest", ["pr-review-agent.yaml", "pr-review-agent-postgres.yaml"])
+def test_kubernetes_names_a_registry_requires_the_credential_and_has_an_ingress(
+        manifest: str) -> None:
+    docs = {d["kind"]: d for d in yaml.safe_load_all(
+        (DEPLOY / "kubernetes" / manifest).read_text())}
+    container = docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    image = container["image"]
+    registry, _, rest = image.partition("/")
+    assert "." in registry and rest.endswith(":0.1.0"), image  # a registry host, a tag
+    [engine] = [e for e in container["env"] if e["name"] == "CLAUDE_CODE_OAUTH_TOKEN"]
+    assert engine["valueFrom"]["secretKeyRef"].get("optional", False) is False
+    ingress = docs["Ingress"]["spec"]
+    [rule] = ingress["rules"]
+    [path] = rule["http"]["paths"]
+    backend = path["backend"]["service"]
+    assert backend["name"] == docs["Service"]["metadata"]["name"]
+    assert backend["port"]["name"] == docs["Service"]["spec"]["ports"][0]["name"]
+    assert ingress["tls"][0]["hosts"] == [rule["host"]]

@@ -21,7 +21,7 @@ __all__ = ["DEFAULT_USD_PER_MILLION_TOKENS", "SECTION_CHECKS", "api_root_problem
            "webhook_path_problem"]
 
 # Routes the web app serves itself; a webhook path on top of one would shadow it.
-_RESERVED_PATHS: Final = ("/healthz", "/budget")
+_RESERVED_PATHS: Final = ("/healthz", "/budget", "/metrics", "/status")
 _ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: What a run is assumed to cost, in dollars per million tokens, until enough runs have
 #: reported their cost (see service/budget/dollars.py). List prices of the larger models.

@@ -105,7 +105,7 @@ class ServerConfig:
         8080, maximum=65535)
     webhook_path: str = key("str",
         "Path GitHub posts deliveries to. Must start with `/`, contain no whitespace, `?` or "
-        "`#`, and not be `/healthz` or `/budget`.",
+        "`#`, and not be `/healthz`, `/budget`, `/metrics` or `/status`.",
         '/webhook', check=webhook_path_problem)
     admin_token: Secret | None = key("secret",
         "Path to a bearer token. When set, `GET /budget` requires `Authorization: Bearer "

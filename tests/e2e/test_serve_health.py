@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 from typing import Any
 
 from service.storage import HEAD_VERSION
@@ -59,5 +61,13 @@ def test_port_replaces_the_configs_port(e2e: E2E) -> None:
     [listening] = wait_for("the listening line", lambda: list(serve.messages("listening")),
                            timeout=5)
     assert listening["port"] == other
+    # The image's HEALTHCHECK: the port the config says, unless given the one serve was.
+    check = [sys.executable, "-m", "service", "healthcheck", "--config", str(e2e.config)]
+    asked = subprocess.run([*check, "--port", str(other)], capture_output=True, text=True,
+                           check=False, timeout=30)
+    assert asked.returncode == 0, asked.stdout + asked.stderr
+    assert asked.stdout.strip().endswith(("/healthz: ok", "/healthz: degraded"))
+    nobody = subprocess.run(check, capture_output=True, text=True, check=False, timeout=30)
+    assert nobody.returncode == 1 and f":{e2e.port}/healthz:" in nobody.stdout
     serve.signal(signal.SIGTERM)
     assert serve.wait(timeout=20) == 0
