@@ -96,11 +96,12 @@ class E2E:
 
 @pytest.fixture
 def make_e2e(tmp_path: Path) -> Iterator[Callable[..., E2E]]:
-    """``make_e2e(pr_state="open")``: a simulator seeded with pull request #1 in that state."""
+    """``make_e2e(pr_state="open", app=True)``: a simulator seeded with pull request #1 in
+    that state (and, with ``app``, the App and its installation)."""
     made: list[E2E] = []
 
-    def make(*, pr_state: str = "open") -> E2E:
-        seeded = write_seed(tmp_path / "seed", pr_state=pr_state)
+    def make(*, pr_state: str = "open", app: bool = True) -> E2E:
+        seeded = write_seed(tmp_path / "seed", pr_state=pr_state, app=app)
         e2e = E2E(tmp=tmp_path, sim=SimulatorProcess(seeded, tmp_path), port=free_port())
         made.append(e2e)
         return e2e

@@ -144,7 +144,7 @@ class Seeded:
     head_sha: str
 
 
-def write_seed(directory: Path, *, pr_state: str = "open") -> Seeded:
+def write_seed(directory: Path, *, pr_state: str = "open", app: bool = True) -> Seeded:
     """A state file: the App (key generated now), ``alice``, ``acme/widgets`` on a real
     git repository with ``main`` and ``feature``, its installation, and pull request #1
     from ``feature`` (``pr_state`` "closed" seeds it closed, last touched an hour ago)."""
@@ -171,6 +171,8 @@ def write_seed(directory: Path, *, pr_state: str = "open") -> Seeded:
         "installations": [{"id": INSTALLATION_ID, "account": "acme", "repositories": [REPO]}],
         "pull_requests": [pull],
     }
+    if not app:  # a GitHub where the App is still to be registered and installed
+        del state["app"], state["installations"]
     path = directory / "seed.json"
     path.write_text(json.dumps(state, indent=1))
     return Seeded(state=path, private_key_pem=private_pem, git=git, base_sha=base,

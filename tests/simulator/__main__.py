@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     port = sock.getsockname()[1]
     base_url = f"http://{args.host}:{port}{args.prefix.rstrip('/')}"
     world.api_url = base_url
+    if world.web_url == "https://github.com":  # not set by the seed: it serves its own pages
+        world.web_url = f"http://{args.host}:{port}"
     print(base_url, flush=True)
     config = uvicorn.Config(SimulatorApp(world, prefix=args.prefix), http="h11",
                             lifespan="on", log_level="warning", access_log=False,

@@ -32,6 +32,7 @@ from . import (
     routes_comments,
     routes_contents,
     routes_pulls,
+    web_pages,
 )
 from .auth import verify_app_jwt, verify_installation_token
 from .faults import (
@@ -92,6 +93,11 @@ class SimulatorApp:
             path = path[len(self.prefix):]
         if path.startswith("/_simulator/"):
             response = await control.handle(self.world, request.method, path, body)
+            await response(scope, receive, send)
+            return
+        if web_pages.is_web_page(path):  # github.com's pages, not the API
+            query = scope.get("query_string", b"").decode("latin-1")
+            response = await web_pages.handle(self.world, request.method, path, query, body)
             await response(scope, receive, send)
             return
         headers, credential = capture_headers(scope["headers"])

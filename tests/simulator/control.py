@@ -11,7 +11,13 @@ over HTTP, for the standalone server (local development, out-of-process tests).
     POST   /_simulator/rate-limit              {"installation_id", "remaining"}
     POST   /_simulator/manifest-codes          {"manifest": {...}} -> 201 {"code"}
     GET    /_simulator/events                  webhooks the world emitted, not yet delivered
-    POST   /_simulator/webhooks/deliver        {"url", "content_type"?} -> deliver them all
+    POST   /_simulator/webhooks/deliver        {"url", "content_type"?, "app_id"?} -> deliver
+                                               them (each signed with its App's secret)
+    POST   /_simulator/installations           {"app_slug" | "app_id"?, "account"?,
+                                               "repositories"?} -> 201: install an App (the
+                                               newest by default), emitting `installation`
+    POST   /_simulator/issue-comments          {"repo", "number", "user", "body"} -> 201: a
+                                               conversation comment, emitting `issue_comment`
 
 These requests are not recorded, faulted or rate limited.
 """
@@ -24,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from starlette.responses import Response
 
+from . import web_pages
 from .clock import iso, parse_iso
 from .faults import FaultSchedule
 from .rest import dump_json
@@ -49,20 +56,53 @@ async def _deliver(world: World, data: dict[str, Any]) -> Response:
     url = data.get("url")
     if not isinstance(url, str):
         return _reply({"message": "'url' is required"}, 400)
-    secret = data.get("secret") or world.app.webhook_secret
-    if not isinstance(secret, str):
-        return _reply({"message": "the App has no webhook_secret; pass 'secret'"}, 400)
-    delivered = []
+    only = data.get("app_id")
+    delivered, kept = [], []
     async with httpx.AsyncClient(timeout=10.0) as client:
-        sender = WebhookSender(client, url=url, secret=secret, app_id=world.app.id,
-                               content_type=data.get("content_type", "json"))
-        while world.events:
-            event = world.events.pop(0)
+        for event in list(world.events):
+            # Each event goes to the App it belongs to, signed with that App's secret.
+            inst = world.installations.get(event.installation_id or -1)
+            app = world.apps[inst.app_id] if inst is not None else world.app
+            if only is not None and app.id != int(only):
+                kept.append(event)
+                continue
+            secret = data.get("secret") or app.webhook_secret
+            if not isinstance(secret, str):
+                return _reply({"message": f"App {app.id} has no webhook_secret; pass "
+                                          "'secret'"}, 400)
+            sender = WebhookSender(client, url=url, secret=secret, app_id=app.id,
+                                   content_type=data.get("content_type", "json"))
             response = await sender.send_emitted(event)
             delivered.append({"event": event.event, "action": event.action,
-                              "delivery_id": event.delivery_id,
+                              "delivery_id": event.delivery_id, "app_id": app.id,
                               "status": response.status_code})
+    world.events[:] = kept
     return _reply({"delivered": delivered})
+
+
+def _installation(world: World, data: dict[str, Any]) -> Response:
+    """Install an App (``app_id`` or ``app_slug``; default: the newest) on ``account``'s
+    ``repositories`` (default: all), emitting the ``installation`` webhook."""
+    apps = list(world.apps.values())
+    if "app_slug" in data:
+        found = [a for a in apps if a.slug == data["app_slug"]]
+    elif "app_id" in data:
+        found = [a for a in apps if a.id == int(data["app_id"])]
+    else:
+        found = apps[-1:]
+    if not found:
+        return _reply({"message": "no such App"}, 404)
+    app = found[0]
+    repos = data.get("repositories")
+    if repos is not None and not (isinstance(repos, list) and all(isinstance(r, str)
+                                                                  for r in repos)):
+        raise TypeError("repositories must be a list of owner/name")
+    account = str(data.get("account") or (repos[0].split("/")[0] if repos
+                                          else app.owner.login))
+    inst = web_pages.install(world, app_id=app.id, account=account, repositories=repos)
+    return _reply({"id": inst.id, "app_id": app.id, "app_slug": app.slug,
+                   "account": inst.account.login,
+                   "repositories": [r.full_name for r in world.installation_repos(inst)]}, 201)
 
 
 async def handle(world: World, method: str, path: str, body: bytes) -> Response:
@@ -115,6 +155,13 @@ async def handle(world: World, method: str, path: str, body: bytes) -> Response:
                            for e in world.events])
         if route == ("POST", "/webhooks/deliver"):
             return await _deliver(world, data)
+        if route == ("POST", "/installations"):
+            return _installation(world, data)
+        if route == ("POST", "/issue-comments"):
+            comment = world.add_issue_comment(str(data["repo"]), int(data["number"]),
+                                              user=str(data["user"]), body=str(data["body"]),
+                                              emit=True)
+            return _reply({"id": comment.id}, 201)
     except (KeyError, TypeError, ValueError) as exc:
         return _reply({"message": f"bad control request: {exc}"}, 400)
     return _reply({"message": "Not Found"}, 404)

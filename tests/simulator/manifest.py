@@ -37,7 +37,7 @@ class ManifestFlow:
                     events: list[str] | None = None, description: str = "") -> App: ...
 
     def create_manifest_code(self, manifest: dict[str, Any], *,
-                             code: str | None = None) -> str:
+                             code: str | None = None, owner: str | None = None) -> str:
         """What GitHub hands the redirect after someone registers an App from ``manifest``.
 
         Validates like GitHub's registration form: ``url`` is required and every default
@@ -58,7 +58,7 @@ class ManifestFlow:
                 f"Default events are not supported by permissions: {', '.join(unsupported)}")
         code = code or secrets.token_hex(10)
         self.manifest_codes[code] = ManifestCode(code=code, manifest=dict(manifest),
-                                                 created_at=self.now())
+                                                 created_at=self.now(), owner=owner)
         return code
 
     def convert_manifest(self, code: str) -> tuple[App, str] | None:
@@ -76,7 +76,7 @@ class ManifestFlow:
         hook = manifest.get("hook_attributes")
         app = self.add_app(
             id=self.next_id(), slug=slug, name=name, public_key_pem=public_pem,
-            owner=self.app.owner.login if self.apps else "octo-org",
+            owner=entry.owner or (self.app.owner.login if self.apps else "octo-org"),
             client_secret=secrets.token_hex(20),
             webhook_secret=secrets.token_hex(20) if isinstance(hook, dict) else None,
             permissions=dict(manifest.get("default_permissions") or {}),

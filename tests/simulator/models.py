@@ -237,3 +237,4 @@ class ManifestCode:
     manifest: dict[str, Any]
     created_at: datetime
     used: bool = False
+    owner: str | None = None  # the organisation it is registered for (None: the user's)
