@@ -22,6 +22,9 @@ Which runs belong to the closed pull request: those recorded by the close, or re
 next sweep; a run of the same pull request after it was *reopened* started after the close
 and is kept (a later close records a new ``closed_at`` and purges it then). A run not yet
 published when it is purged is never published: the publisher does not post purged runs.
+
+Webhook delivery ids are forgotten too, once GitHub can no longer redeliver them
+(``forget_deliveries``, ``service.storage.deliveries.MEMORY``).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import logging
 from datetime import datetime, timedelta
 
 from service.config import RetentionConfig
-from service.storage import Database, closures, runs
+from service.storage import Database, closures, deliveries, runs
 
 log = logging.getLogger(__name__)
 
@@ -54,3 +57,23 @@ def sweep(store: Database, now: datetime, delay: timedelta) -> int:
         log.info("retention: purged the content of %d run(s) of %d closed pull request(s)",
                  purged, closed, extra={"runs": purged, "pull_requests": closed})
     return purged
+
+
+#: Batches of delivery ids pruned per maintenance round (``PRUNE_BATCH`` each): a backlog,
+#: such as an upgrade onto a table that was never pruned, drains over a few rounds.
+PRUNE_BATCHES = 20
+
+
+def forget_deliveries(store: Database, now: datetime, *,
+                      batch: int = deliveries.PRUNE_BATCH, batches: int = PRUNE_BATCHES) -> int:
+    """Prune the delivery ids older than ``deliveries.MEMORY``, one short transaction per
+    ``batch`` so that webhook ingest waits for the write lock at most one batch long, and at
+    most ``batches`` of them; how many went."""
+    total = 0
+    for _ in range(batches):
+        with store.transaction() as tx:
+            gone = deliveries.prune(tx, now=now, limit=batch)
+        total += gone
+        if gone < batch:
+            break
+    return total

@@ -28,7 +28,7 @@ from service.engine.factory import build_engine, engine_homes, verify_engine
 from service.engine.sandbox import SandboxError, Verified
 from service.poller import Poller
 from service.publisher import GitHubPublisher, republish_pending
-from service.retention import delay_of, sweep
+from service.retention import delay_of, forget_deliveries, sweep
 from service.worker import JobRunner, JobSettings, WorkerPool
 from service.worker.acknowledge import EarlyAck, SkipAcked
 from service.worker.checkout import Checkouts
@@ -116,6 +116,11 @@ async def maintain(services: Services, publisher: GitHubPublisher) -> None:
                     purged = await anyio.to_thread.run_sync(sweep, services.store, now, delay)
                     if purged:
                         log.info("retention purged the content of %d run(s)", purged)
+                forgotten = await anyio.to_thread.run_sync(forget_deliveries, services.store,
+                                                           now)
+                if forgotten:
+                    log.info("forgot %d delivery id(s) GitHub can no longer redeliver",
+                             forgotten)
         except Exception:
             log.exception("maintenance round failed; retrying in %ss", REOFFER_INTERVAL)
         await anyio.sleep(REOFFER_INTERVAL)

@@ -1,6 +1,7 @@
--- user_version 34
+-- user_version 35
 CREATE INDEX agent_comments_id ON agent_comments (comment_id);
 CREATE INDEX checks_owed ON checks (updated_at) WHERE version > shown_version;
+CREATE INDEX deliveries_received ON deliveries (received_at);
 CREATE INDEX ledger_actor_window ON ledger (actor_id, reserved_at);
 CREATE INDEX ledger_installation_window ON ledger (installation_id, reserved_at);
 CREATE UNIQUE INDEX ledger_open ON ledger (dedupe_key) WHERE settled_at IS NULL;

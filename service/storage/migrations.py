@@ -299,4 +299,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "CREATE TABLE IF NOT EXISTS repository_polls ("
         "repo TEXT PRIMARY KEY, polled_at TEXT NOT NULL, succeeded_at TEXT, error TEXT)",
     ),
+    # 35: the deliveries' arrival order, so the maintenance loop prunes the ids GitHub can no
+    # longer redeliver oldest first, a batch at a time (service.storage.deliveries.prune).
+    ("CREATE INDEX IF NOT EXISTS deliveries_received ON deliveries (received_at)",),
 )

@@ -158,4 +158,6 @@ PG_MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         f"CREATE TABLE repository_polls (repo {_T} PRIMARY KEY, polled_at {_T} NOT NULL,"
         f" succeeded_at {_T}, error {_T})",
     ),
+    # 9: SQLite's 35, the deliveries' arrival order (pruning).
+    ("CREATE INDEX deliveries_received ON deliveries (received_at)",),
 )
