@@ -6,7 +6,8 @@
 
 A child process serves the receiver exactly as ``pr-review-agent serve --role web`` builds
 it (``create_app`` with a real SQLite file in WAL mode with synchronous=FULL, JSON log lines
-at INFO to a file, uvicorn with h11 on 127.0.0.1), plus one extra route, ``POST /bare``,
+at INFO to a file, uvicorn as ``serve`` runs it — httptools, uvloop, no proxy-header
+rewrite — on 127.0.0.1), plus one extra route, ``POST /bare``,
 that answers 202 without reading, verifying or storing anything. This process is the load
 generator: ``concurrency`` keep-alive connections, each sending its next request as soon as
 the previous answer arrives, over a minimal HTTP/1.1 client (pre-built request bytes, so
@@ -114,7 +115,8 @@ def serve(config_path: Path, port: int) -> None:
     app.add_api_route("/bare", bare, methods=["POST"])
     sock = listen(HOST, port)  # the daemon's own listener (TCP_NODELAY on)
     server = uvicorn.Server(uvicorn.Config(
-        app, lifespan="off", log_config=None, access_log=False, server_header=False))
+        app, lifespan="off", log_config=None, access_log=False, server_header=False,
+        proxy_headers=False))
     try:
         server.run(sockets=[sock])
     finally:

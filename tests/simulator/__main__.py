@@ -46,8 +46,11 @@ def main(argv: list[str] | None = None) -> int:
     if world.web_url == "https://github.com":  # not set by the seed: it serves its own pages
         world.web_url = f"http://{args.host}:{port}"
     print(base_url, flush=True)
+    # asyncio's own loop, not uvloop (a dependency of the service): the simulator's dropped
+    # connections (faults.py) are modelled on how that loop's transports abort.
     config = uvicorn.Config(SimulatorApp(world, prefix=args.prefix), http="h11",
-                            lifespan="on", log_level="warning", access_log=False,
+                            loop="asyncio", lifespan="on", log_level="warning",
+                            access_log=False,
                             date_header=False, server_header=False)
     stopped: list[int] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
