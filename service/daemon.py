@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import socket
@@ -391,8 +392,25 @@ def serve(config: Config, role: str, *, clock: Clock = utc_now,
             for number in (*signals, signal.SIGHUP):
                 loop.remove_signal_handler(number)
 
+    settle_garbage_collector()
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
         return runner.run(main())
+
+
+#: Allocations between young-generation collections (CPython's default: 700). A webhook's
+#: parsed payload is about a thousand short-lived, acyclic objects that reference counting
+#: frees at once; at 700 the cyclic collector would still run on every delivery.
+GC_THRESHOLD: Final = (20_000, 20, 20)
+
+
+def settle_garbage_collector() -> None:
+    """For a ``serve`` process, once its code and config are loaded: what exists now lives
+    as long as the process, so it is frozen out of the collector's scans (``gc.freeze``:
+    every full collection would otherwise walk it, a pause in the webhook route's tail),
+    and the young generation is collected less often."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLD)
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

@@ -246,6 +246,10 @@ def main(argv: list[str] | None = None) -> int:
                         default=["sqlite"])
     parser.add_argument("--profile", help="py-spy profile of serve under load: a flame graph "
                         "(.svg) or collapsed stacks (.txt)")
+    parser.add_argument("--earlier", type=int, nargs="+", metavar="N",
+                        help="instead: serve on an empty store beside serve on a store holding "
+                        "N earlier deliveries (received over the last week, as pruning leaves "
+                        "them), alternating rounds at the first --concurrency")
     args = parser.parse_args(argv)
     for tool in ("wrk", "node", "npm"):
         if shutil.which(tool) is None:
@@ -269,9 +273,12 @@ def main(argv: list[str] | None = None) -> int:
         key = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
             serialization.NoEncryption()).decode()
-        for backend in args.backends:
-            results["backends"][backend] = run_backend(  # type: ignore[index]
-                backend, tmp, script, key, args)
+        if args.earlier:
+            results["earlier"] = {n: run_growth(tmp, script, n, args) for n in args.earlier}
+        else:
+            for backend in args.backends:
+                results["backends"][backend] = run_backend(  # type: ignore[index]
+                    backend, tmp, script, key, args)
     print(json.dumps(results))
     return 0
 
@@ -309,6 +316,68 @@ def run_backend(backend: str, tmp: Path, script: Path, key: str,
             profile(serve.pid, ports["serve"], script, args)
     print_backend(backend, figures)
     return figures
+
+
+def fill_deliveries(path: Path, count: int) -> None:
+    """``count`` earlier deliveries in the store at ``path``: random GitHub-style GUIDs,
+    received over the last week (what pruning keeps), in batches of 100 000."""
+    import sqlite3
+    import uuid
+    from datetime import UTC, datetime, timedelta
+
+    from service.storage import SqliteStore
+    from service.storage.times import to_db_time
+
+    SqliteStore(path).close()  # created and migrated as serve would
+    now = datetime.now(UTC)
+    week = timedelta(days=7).total_seconds()
+    with sqlite3.connect(path) as conn:
+        for start in range(0, count, 100_000):
+            rows = [(str(uuid.uuid4()), "pull_request", "labeled", 31,
+                     to_db_time(now - timedelta(seconds=week * (1 - i / count))),
+                     "ignored:action:labeled")
+                    for i in range(start, min(count, start + 100_000))]
+            conn.executemany("INSERT INTO deliveries VALUES (?, ?, ?, ?, ?, ?)", rows)
+            conn.commit()
+    conn.close()
+
+
+def run_growth(tmp: Path, script: Path, count: int,
+               args: argparse.Namespace) -> dict[str, object]:
+    """Ingest on an empty store beside ingest at ``count`` earlier deliveries."""
+    concurrency = args.concurrency[0]
+    here = tmp / f"earlier-{count}"
+    ports = {"empty": free_port(), "full": free_port()}
+    started = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        for name, port in ports.items():
+            folder = here / name
+            folder.mkdir(parents=True)
+            config = serve_config(folder, port, "sqlite", None)
+            if name == "full":
+                fill_deliveries(folder / "state.db", count)
+            stack.enter_context(running(
+                [sys.executable, "-m", "service", "serve", "--config", str(config), "--role",
+                 "web", "--log-format", "json"], port, name, log=folder / "serve.log"))
+        filled = time.monotonic() - started
+        rounds: dict[str, list[Round]] = {name: [] for name in ports}
+        for name, port in ports.items():
+            wrk_round(f"http://{HOST}:{port}/webhook", script, concurrency, 1)
+        for _ in range(args.rounds):
+            for name, port in ports.items():
+                rounds[name].append(wrk_round(f"http://{HOST}:{port}/webhook", script,
+                                              concurrency, args.seconds))
+    ratios = [f.rps / e.rps for f, e in zip(rounds["full"], rounds["empty"], strict=True)]
+    spread = [round(min(ratios), 3), round(max(ratios), 3)]
+    out: dict[str, object] = {
+        "rps_empty": round(statistics.median(r.rps for r in rounds["empty"]), 1),
+        "rps_full": round(statistics.median(r.rps for r in rounds["full"]), 1),
+        "full_over_empty": round(statistics.median(ratios), 3),
+        "range": spread, "setup_seconds": round(filled, 1)}
+    print(f"\n{count} earlier deliveries, concurrency {concurrency}: {out['rps_full']} req/s "
+          f"beside {out['rps_empty']} on an empty store: {out['full_over_empty']} (rounds "
+          f"{spread[0]}–{spread[1]})")
+    return out
 
 
 def compare(ports: dict[str, int], script: Path, concurrency: int,
