@@ -5,10 +5,15 @@ arguments and the two output streams and returns the exit status."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
-from collections.abc import Callable
-from typing import TextIO
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from service.storage import Database
 
 __all__ = ["add_operator_parsers"]
 
@@ -67,18 +72,30 @@ def _healthcheck(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
-def _queue(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from datetime import UTC, datetime
-
-    from service import queue_commands as q
+@contextlib.contextmanager
+def _store_of(args: argparse.Namespace, err: TextIO) -> Iterator[Database | None]:
+    """The store the config at ``args.config`` names, closed afterwards; None (after
+    printing the config's problems) when the config does not load."""
     from service.operator import load_or_report
     from service.storage.open import open_store
 
     config = load_or_report(args.config, err)
     if config is None:
-        return 2
+        yield None
+        return
     store = open_store(config.store)
     try:
+        yield store
+    finally:
+        store.close()
+
+
+def _queue(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from service import queue_commands as q
+
+    with _store_of(args, err) as store:
+        if store is None:
+            return 2
         action = args.queue_action
         if action == "list":
             return q.queue_list(store, statuses=args.status or (), repo=args.repo,
@@ -89,28 +106,18 @@ def _queue(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if action == "retry":
             return q.queue_retry(store, args.key, out=out, err=err)
         return q.queue_cancel(store, args.key, out=out, err=err)
-    finally:
-        store.close()
 
 
 def _runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from datetime import UTC, datetime
-
     from service import queue_commands as q
-    from service.operator import load_or_report
-    from service.storage.open import open_store
 
-    config = load_or_report(args.config, err)
-    if config is None:
-        return 2
-    store = open_store(config.store)
-    try:
+    with _store_of(args, err) as store:
+        if store is None:
+            return 2
         if args.runs_action == "list":
             return q.runs_list(store, repo=args.repo, failed=args.failed, limit=args.limit,
                                as_json=args.json, out=out)
         return q.runs_republish(store, args.key, now=datetime.now(UTC), out=out, err=err)
-    finally:
-        store.close()
 
 
 def _positive(text: str) -> int:

@@ -19,11 +19,11 @@ Exit status: 0 done (or nothing to do), 1 refused (the message says why), 2 bad 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
-from service.storage import Database, ledger, runs
+from service.storage import Database, Transaction, ledger, runs
 from service.storage import queue as queue_table
 from service.storage.queue import QueueRow
 from service.storage.times import from_db_time
@@ -127,12 +127,21 @@ _WHY_NOT_RETRIED = {
 }
 
 
-def queue_retry(store: Database, key: str, *, out: TextIO, err: TextIO) -> int:
+def _step(store: Database, key: str, step: Callable[[Transaction, str], bool],
+          err: TextIO) -> tuple[QueueRow | None, bool]:
+    """Take ``step`` on ``key``'s row in one transaction: the row as it was, and whether
+    the step moved it (None, after saying so, when there is no such row)."""
     with store.transaction() as tx:
         row = queue_table.queue_row(tx, key)
-        retried = row is not None and queue_table.retry_in(tx, key)
+        moved = row is not None and step(tx, key)
     if row is None:
         print(f"no queue row {key!r} (queue list shows the keys)", file=err)
+    return row, moved
+
+
+def queue_retry(store: Database, key: str, *, out: TextIO, err: TextIO) -> int:
+    row, retried = _step(store, key, queue_table.retry_in, err)
+    if row is None:
         return 1
     if retried:
         print(f"{key}: {row.status} -> pending, attempts reset; a worker claims it when the "
@@ -147,11 +156,8 @@ def queue_retry(store: Database, key: str, *, out: TextIO, err: TextIO) -> int:
 
 
 def queue_cancel(store: Database, key: str, *, out: TextIO, err: TextIO) -> int:
-    with store.transaction() as tx:
-        row = queue_table.queue_row(tx, key)
-        cancelled = row is not None and queue_table.cancel_in(tx, key)
+    row, cancelled = _step(store, key, queue_table.cancel_in, err)
     if row is None:
-        print(f"no queue row {key!r} (queue list shows the keys)", file=err)
         return 1
     if cancelled:
         print(f"{key}: pending -> cancelled (queue retry offers it again)", file=out)
