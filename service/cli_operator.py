@@ -24,6 +24,7 @@ def _doctor(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from service.config import MissingCredentials, load_config
     from service.config.errors import ConfigError
     from service.doctor import doctor
+    from service.operator import report_problems
 
     try:
         config = load_config(args.config, os.environ)
@@ -33,9 +34,7 @@ def _doctor(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
               "(docs/ONBOARDING.md)", file=out)
         return 1
     except ConfigError as exc:
-        print(f"{args.config}: {len(exc.problems)} problem(s)", file=err)
-        for problem in exc.problems:
-            print(f"  {problem}", file=err)
+        report_problems(args.config, exc, err)
         return 2
     return doctor(config, args.config, os.environ, clock=lambda: datetime.now(UTC), out=out)
 

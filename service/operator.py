@@ -90,10 +90,15 @@ def load_or_report(path: str, err: TextIO) -> Config | None:
     try:
         return load_config(path, os.environ)
     except ConfigError as exc:
-        print(f"{path}: {len(exc.problems)} problem(s)", file=err)
-        for problem in exc.problems:
-            print(f"  {problem}", file=err)
+        report_problems(path, exc, err)
         return None
+
+
+def report_problems(path: str, exc: ConfigError, err: TextIO) -> None:
+    """``PATH: N problem(s)`` and each problem on a line of its own."""
+    print(f"{path}: {len(exc.problems)} problem(s)", file=err)
+    for problem in exc.problems:
+        print(f"  {problem}", file=err)
 
 
 # --- review ------------------------------------------------------------------------------

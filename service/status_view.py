@@ -19,6 +19,7 @@ from service.storage import Database, ledger, repository_polls, runs
 from service.storage import queue as queue_table
 from service.storage.queue import QueueRow
 from service.storage.repository_polls import Poll
+from service.storage.times import from_db_time
 
 __all__ = ["RUNS_SHOWN", "WAITING_SHOWN", "Run", "StatusView", "Waiting", "read_status"]
 
@@ -91,8 +92,6 @@ def read_status(store: Database, governor: Governor, health: Health,
 
 
 def _run(row: dict[str, Any], state: tuple[str, str] | None) -> Run:
-    from service.storage.times import from_db_time
-
     used = row["used_tokens"]
     return Run(
         dedupe_key=str(row["dedupe_key"]), repo=str(row["repo"] or ""),

@@ -137,27 +137,27 @@ def create_app(
         report = await anyio.to_thread.run_sync(health.report, clock())
         return JSONResponse(report, status_code=503 if report["status"] == FAILING else 200)
 
-    def refused(request: Request) -> Response | None:
-        """401 unless the admin token is unset or presented."""
-        if admin_token is not None and not _bearer_matches(
-                request.headers.get("authorization"), admin_token):
-            return _error(401, "a valid admin bearer token is required",
-                          {"WWW-Authenticate": "Bearer"})
-        return None
-
-    web_url = web_url_for(config.github.api_url)
-
-    @app.get("/status")
-    async def status(request: Request) -> Response:
-        # A page for a browser: the token as the Basic password (the browser asks for it),
-        # or as a bearer token like every other admin route.
-        if admin_token is not None and not _bearer_matches(
-                request.headers.get("authorization"), admin_token, basic=True):
+    def refused(request: Request, *, page: bool = False) -> Response | None:
+        """401 unless the admin token is unset or presented. A ``page`` is for a browser:
+        it also takes the token as the Basic password (the browser asks for it)."""
+        if admin_token is None or _bearer_matches(
+                request.headers.get("authorization"), admin_token, basic=page):
+            return None
+        if page:
             return HTMLResponse(
                 "<!doctype html><title>401</title><p>The status page needs the admin token "
                 "as the password (any user name).</p>", status_code=401,
                 headers={**STATUS_HEADERS,
                          "WWW-Authenticate": 'Basic realm="pr-review-agent", charset="UTF-8"'})
+        return _error(401, "a valid admin bearer token is required",
+                      {"WWW-Authenticate": "Bearer"})
+
+    web_url = web_url_for(config.github.api_url)
+
+    @app.get("/status")
+    async def status(request: Request) -> Response:
+        if (denied := refused(request, page=True)) is not None:
+            return denied
         try:
             view = await anyio.to_thread.run_sync(read_status, store, governor, health, clock())
         except STORE_ERRORS as exc:

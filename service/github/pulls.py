@@ -99,6 +99,8 @@ def parse_pull(obj: object) -> PullRequest:
     or when its head, base or branch is not a name git may be given."""
     data = _object(obj)
     base = mapping(data, "base", _WHERE)
+    user = mapping(data, "user", _WHERE)
+    login = user.get("login")
     return PullRequest(
         number=positive_int(data, "number", _WHERE), state=_state(data),
         draft=bool(data.get("draft")), head_sha=validate_sha(_head_sha(data)),
@@ -111,9 +113,8 @@ def parse_pull(obj: object) -> PullRequest:
         base_ref=validate_branch(string(base, "ref", f"{_WHERE}.base")),
         clone_url=string(mapping(base, "repo", f"{_WHERE}.base"), "clone_url",
                          f"{_WHERE}.base.repo"),
-        author_id=positive_int(mapping(data, "user", _WHERE), "id", f"{_WHERE}.user"),
-        author_login=login if isinstance(login := mapping(data, "user", _WHERE).get("login"),
-                                         str) else "",
+        author_id=positive_int(user, "id", f"{_WHERE}.user"),
+        author_login=login if isinstance(login, str) else "",
     )
 
 

@@ -286,6 +286,8 @@ class Poller:
     async def _record_polls(self, report: CycleReport, now: datetime) -> None:
         """Each repository polled this cycle, and how it went, for the status page; a
         store that refuses the write costs the record, never the poll."""
+        # ``failures`` also names whole installations ("installation 31"): only an
+        # ``owner/name`` key is a repository.
         polls = [(r.repo, None) for r in report.repositories] + [
             (repo, why) for repo, why in report.failures.items() if "/" in repo]
         if not polls:

@@ -24,6 +24,7 @@ from typing import Any, Final
 import anyio
 import httpx
 
+from service.checks.push import read, write
 from service.config import PublishConfig
 from service.github import Forbidden, GitHubClient, GitHubError, NotFound, Unprocessable
 from service.publisher import lookup
@@ -167,13 +168,7 @@ class Summaries:
     # -- the store ----------------------------------------------------------------------------
 
     async def _db(self, fn: Callable[..., Any], *args: Any) -> Any:
-        def work() -> Any:
-            with self._store.transaction() as conn:
-                return fn(conn, *args)
-        return await anyio.to_thread.run_sync(work)
+        return await write(self._store, fn, *args)
 
     async def _read(self, fn: Callable[..., Any], *args: Any) -> Any:
-        def work() -> Any:
-            with self._store.read() as tx:
-                return fn(tx, *args)
-        return await self._store.run(work)
+        return await read(self._store, fn, *args)
