@@ -71,8 +71,8 @@ def read_status(store: Database, governor: Governor, health: Health,
     """Everything the page shows at ``now``."""
     with store.read() as tx:
         depth = queue_table.depth(tx)
-        pending = list(reversed(queue_table.listing(
-            tx, statuses=[queue_table.PENDING], limit=WAITING_SHOWN)))
+        pending = queue_table.listing(tx, statuses=[queue_table.PENDING], limit=WAITING_SHOWN,
+                                      oldest_first=True)
         claimed = queue_table.listing(tx, statuses=[queue_table.CLAIMED], limit=WAITING_SHOWN)
         recent = ledger.recent(tx, RUNS_SHOWN)
         states = {r["dedupe_key"]: runs.state(tx, r["dedupe_key"], now) for r in recent}

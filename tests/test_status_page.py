@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,25 @@ async def test_a_store_that_is_down_is_a_503_page(env: Env) -> None:
     response = await env.client.get("/status")
     assert response.status_code == 503
     assert response.headers["retry-after"] and "store is unavailable" in response.text
+
+
+def test_what_waits_is_shown_from_the_next_in_line(tmp_path: Path) -> None:
+    from service.budget import Governor
+    from service.config import BudgetConfig
+    from service.health import Health
+    from service.status_view import WAITING_SHOWN, read_status
+    from service.storage import SqliteStore
+    from service.storage.queue import ReviewQueue
+    from tests.queue_helpers import opened
+
+    with SqliteStore(tmp_path / "state.db") as store:
+        queue = ReviewQueue(store)
+        for n in range(1, WAITING_SHOWN + 6):  # more waiting than the page shows
+            queue.enqueue(opened(n), now=NOW + timedelta(seconds=n))
+        config = BudgetConfig(session_tokens=100_000, weekly_tokens=1_000_000,
+                              max_run_tokens=10_000)
+        view = read_status(store, Governor(store, config, publish=False), Health(store),
+                           NOW + timedelta(minutes=1))
+    shown = [w.row.pr_number for w in view.waiting]
+    assert shown == list(range(1, WAITING_SHOWN + 1))  # the oldest, in claim order
+    assert view.queue["pending"] == WAITING_SHOWN + 5

@@ -414,8 +414,10 @@ def cancel_in(tx: Transaction, dedupe_key: str) -> bool:
 
 
 def listing(tx: Transaction, *, statuses: Sequence[str] = (), repo: str | None = None,
-            limit: int = 50) -> list[QueueRow]:
-    """The newest ``limit`` rows (of ``statuses``, of ``repo``), newest first."""
+            limit: int = 50, oldest_first: bool = False) -> list[QueueRow]:
+    """The newest ``limit`` rows (of ``statuses``, of ``repo``), newest first; with
+    ``oldest_first``, the oldest ``limit`` of them, oldest first (the order they are
+    claimed in)."""
     unknown = set(statuses) - set(STATUSES)
     if unknown:
         raise ValueError(f"unknown status(es): {sorted(unknown)}")
@@ -428,7 +430,8 @@ def listing(tx: Transaction, *, statuses: Sequence[str] = (), repo: str | None =
         where.append("repo = ?")
         params.append(repo)
     sql = (f"SELECT {_COLUMNS} FROM queue" + (" WHERE " + " AND ".join(where) if where else "")
-           + " ORDER BY enqueued_at DESC, dedupe_key DESC LIMIT ?")
+           + (" ORDER BY enqueued_at, dedupe_key" if oldest_first
+              else " ORDER BY enqueued_at DESC, dedupe_key DESC") + " LIMIT ?")
     return [_row(v) for v in tx.execute(sql, (*params, limit))]
 
 
