@@ -61,7 +61,8 @@ from service.runners import engine_isolation_problem, run_poller, run_workers
 from service.services import Clock, Services, service_redactor, utc_now
 from service.storage.open import open_store, store_label
 from service.storage.queue import ReviewQueue
-from service.web import create_app
+from service.web import WebApp, create_app
+from service.webhook.fast_path import webhook_protocol
 
 __all__ = [
     "AVAILABLE_ROLES",
@@ -101,6 +102,19 @@ class _Server(uvicorn.Server):
         yield
 
 
+def web_server(app: WebApp, webhook_path: str) -> uvicorn.Server:
+    """uvicorn serving ``app`` as ``serve`` does; ``serve(sockets=...)`` runs it."""
+    return _Server(uvicorn.Config(
+        app, lifespan="off", log_config=None, access_log=False, server_header=False,
+        timeout_graceful_shutdown=GRACEFUL_SECONDS,
+        # Nothing reads the client's address (no access log, no per-IP rule), so the
+        # X-Forwarded-For rewrite would be work on every request for nothing.
+        proxy_headers=False,
+        # httptools' protocol, answering a plain delivery without ASGI (fast_path.py).
+        http=webhook_protocol(app.receiver, webhook_path),
+    ))
+
+
 async def _run_web(services: Services, stop: asyncio.Event) -> None:
     app = create_app(
         config=services.config, store=services.store, queue=services.queue,
@@ -110,13 +124,7 @@ async def _run_web(services: Services, stop: asyncio.Event) -> None:
         on_enqueued=services.wake_workers, metrics=services.metrics,
         environ=services.environ,
     )
-    server = _Server(uvicorn.Config(
-        app, lifespan="off", log_config=None, access_log=False, server_header=False,
-        timeout_graceful_shutdown=GRACEFUL_SECONDS,
-        # Nothing reads the client's address (no access log, no per-IP rule), so the
-        # X-Forwarded-For rewrite would be work on every request for nothing.
-        proxy_headers=False,
-    ))
+    server = web_server(app, services.config.server.webhook_path)
 
     async def stopper() -> None:
         await stop.wait()

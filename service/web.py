@@ -16,7 +16,7 @@ import hmac
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 import anyio
 from fastapi import FastAPI, Request
@@ -45,7 +45,7 @@ from service.webhook.deliveries import (
 )
 from service.webhook.receiver import RETRY_AFTER, WebhookReceiver
 
-__all__ = ["Delivery", "DeliveryLog", "InstallationChange", "Result", "create_app"]
+__all__ = ["Delivery", "DeliveryLog", "InstallationChange", "Result", "WebApp", "create_app"]
 
 log = logging.getLogger(__name__)
 
@@ -72,18 +72,19 @@ def _bearer_matches(header: str | None, token: Secret, *, basic: bool = False) -
                                token.reveal().encode("utf-8"))
 
 
-class _App(FastAPI):
-    """FastAPI, with ``POST <webhook_path>`` handed straight to the receiver."""
+class WebApp(FastAPI):
+    """FastAPI, with ``POST <webhook_path>`` handed straight to the receiver (``receiver``:
+    also what ``service.webhook.fast_path`` answers from the HTTP parser)."""
 
     def __init__(self, *, webhook_path: str, receiver: WebhookReceiver, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._webhook_path = webhook_path
-        self._receiver = receiver
+        self.receiver: Final = receiver
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (scope["type"] == "http" and scope["method"] == "POST"
                 and _route_path(scope) == self._webhook_path):
-            await self._receiver(scope, receive, send)
+            await self.receiver(scope, receive, send)
             return
         await super().__call__(scope, receive, send)
 
@@ -108,7 +109,7 @@ def create_app(
     on_enqueued: Callable[[], None] | None = None,
     metrics: Metrics | None = None,
     environ: Mapping[str, str] | None = None,
-) -> FastAPI:
+) -> WebApp:
     """The web app.
 
     ``triggers`` returns the current ``TriggerContext`` and is called once per delivery, so
@@ -125,7 +126,7 @@ def create_app(
     scrape_env = dict(environ or {})
     receiver = WebhookReceiver(config, DeliveryLog(store, queue, triggers), clock,
                                on_installation_change, on_enqueued, metrics=metrics)
-    app = _App(webhook_path=config.server.webhook_path, receiver=receiver,
+    app = WebApp(webhook_path=config.server.webhook_path, receiver=receiver,
                title="pr-review-agent", docs_url=None, redoc_url=None, openapi_url=None)
     # Also a route of the router, so that other methods on the path are answered 405 and
     # a POST the fast path did not take (it always does) is still served.

@@ -3,6 +3,8 @@ the webhook route (``service.webhook``) and of the web app around it."""
 
 from __future__ import annotations
 
+import asyncio
+import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -10,11 +12,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
+import uvicorn
 import yaml
 
 from service.budget import Governor
 from service.config import Config, load_config
+from service.daemon import web_server
 from service.github.webhooks import sign
 from service.health import Health
 from service.storage import Database, SqliteStore
@@ -22,7 +27,7 @@ from service.storage.agent_comments import AgentComments
 from service.storage.postgres import PostgresStore
 from service.storage.queue import ReviewQueue
 from service.triggers import TriggerContext
-from service.web import InstallationChange, create_app
+from service.web import InstallationChange, WebApp, create_app
 from tests.databases import throwaway_database
 from tests.simulator import WebhookSender, World
 from tests.simulator.harness import REPO, Harness, app_key_pair
@@ -31,6 +36,8 @@ SECRET = "It's a Secret to Everybody"
 PREVIOUS_SECRET = "the-secret-before-rotation"
 NOW = datetime(2026, 5, 4, 12, 0, tzinfo=UTC)
 LIMIT = 64 * 1024
+#: How a test's requests reach the app (``open_env``'s ``entry``).
+ENTRIES = ("asgi", "socket")
 
 
 class Clock:
@@ -76,6 +83,7 @@ class Env:
     sender: WebhookSender
     world: World
     harness: Harness
+    app: WebApp
     changes: list[InstallationChange] = field(default_factory=list)
 
     def rows(self, table: str) -> list[tuple[Any, ...]]:
@@ -107,9 +115,13 @@ class Env:
 async def open_env(tmp_path: Path, *, busy_timeout: float = 5.0,
                    server: dict[str, Any] | None = None,
                    callback: Callable[[InstallationChange], None] | None = None,
-                   backend: str = "sqlite") -> AsyncIterator[Env]:
+                   backend: str = "sqlite", entry: str = "asgi") -> AsyncIterator[Env]:
     """The app over a fresh store on ``backend`` (``tests.databases.BACKENDS``);
-    installation changes are collected in ``Env.changes`` unless ``callback`` is given."""
+    installation changes are collected in ``Env.changes`` unless ``callback`` is given.
+
+    ``entry`` is how requests reach it (``ENTRIES``): ``asgi``, httpx's ASGI transport;
+    ``socket``, a real socket to uvicorn configured as ``serve`` configures it, where a
+    plain delivery takes the fast path (``service.webhook.fast_path``)."""
     async with AsyncExitStack() as stack:
         config = load_config(write_config(tmp_path, server=server), {})
         store: Database
@@ -118,12 +130,55 @@ async def open_env(tmp_path: Path, *, busy_timeout: float = 5.0,
         else:
             conninfo = stack.enter_context(throwaway_database())
             store = PostgresStore(conninfo, lock_timeout=busy_timeout)
-        yield await stack.enter_async_context(_env(config, store, callback))
+        yield await stack.enter_async_context(_env(config, store, callback, entry))
+
+
+@dataclass
+class Served:
+    port: int
+    server: uvicorn.Server
+    task: asyncio.Task[None]
+
+
+@asynccontextmanager
+async def serving(app: WebApp, webhook_path: str) -> AsyncIterator[Served]:
+    """``app`` served by uvicorn as ``serve`` serves it, on a loopback port."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = web_server(app, webhook_path)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        with anyio.fail_after(10):
+            while not server.started:
+                if task.done():
+                    task.result()  # raises what stopped it
+                await asyncio.sleep(0.01)
+        yield Served(sock.getsockname()[1], server, task)
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
+
+
+@asynccontextmanager
+async def _client(app: WebApp, webhook_path: str, entry: str
+                  ) -> AsyncIterator[httpx.AsyncClient]:
+    if entry == "asgi":
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url="http://service") as client:
+            yield client
+    elif entry == "socket":
+        async with serving(app, webhook_path) as served, httpx.AsyncClient(
+                base_url=f"http://127.0.0.1:{served.port}") as client:
+            yield client
+    else:
+        raise ValueError(f"unknown entry {entry!r}")
 
 
 @asynccontextmanager
 async def _env(config: Config, store: Database,
-               callback: Callable[[InstallationChange], None] | None) -> AsyncIterator[Env]:
+               callback: Callable[[InstallationChange], None] | None,
+               entry: str = "asgi") -> AsyncIterator[Env]:
     harness = Harness.create()
     clock = Clock()
     queue = ReviewQueue(store)
@@ -139,13 +194,12 @@ async def _env(config: Config, store: Database,
         on_installation_change=callback or changes.append,
     )
     try:
-        async with harness.client, httpx.AsyncClient(
-                transport=httpx.ASGITransport(app=app), base_url="http://service") as client:
+        async with harness.client, _client(app, config.server.webhook_path, entry) as client:
             sender = WebhookSender(client, url=config.server.webhook_path, secret=SECRET,
                                    app_id=harness.app.id)
             yield Env(config=config, store=store, queue=queue, health=health, clock=clock,
                       client=client, sender=sender, world=harness.world, harness=harness,
-                      changes=changes)
+                      app=app, changes=changes)
     finally:
         store.close()
 

@@ -59,6 +59,7 @@ from service.webhook.installations import (
     MalformedInstallation,
     change_repositories,
 )
+from service.webhook.skim import skim_body
 
 __all__ = [
     "ON_LOOP_BYTES",
@@ -109,9 +110,12 @@ class Received:
     received_at: datetime
 
     def parse(self) -> Delivery:
-        """The parsed delivery (``PayloadError`` if the body is not a payload)."""
-        return Delivery(self.delivery_id, self.event,
-                        parse_body(self.body, self.content_type), self.received_at)
+        """The parsed delivery (``PayloadError`` if the body is not a payload): for the
+        trigger events only the fields the App reads (``service.webhook.skim``)."""
+        payload = skim_body(self.event, self.body, self.content_type)
+        if payload is None:
+            payload = parse_body(self.body, self.content_type)
+        return Delivery(self.delivery_id, self.event, payload, self.received_at)
 
 
 @dataclass(frozen=True)

@@ -136,12 +136,23 @@ class GroupCommit(Generic[T, R]):
         loop = asyncio.get_running_loop()
         if self._loop is not None and self._loop is not loop:
             return _single(await self._blocking(loop, [value]))
+        return await self._queue(loop, value)
+
+    def enqueue(self, value: T) -> asyncio.Future[R]:
+        """``submit`` for a caller that is not a coroutine (a protocol callback, on the
+        running loop): the future is resolved once ``value``'s batch is committed."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not None and self._loop is not loop:
+            return loop.create_task(self.submit(value))
+        return self._queue(loop, value)
+
+    def _queue(self, loop: asyncio.AbstractEventLoop, value: T) -> asyncio.Future[R]:
         future: asyncio.Future[R] = loop.create_future()
         self._pending.append(_Item(value, future))
         if self._drain_task is None:
             self._loop = loop
             self._drain_task = loop.create_task(self._drain())
-        return await future
+        return future
 
     async def _drain(self) -> None:
         loop = asyncio.get_running_loop()

@@ -26,6 +26,7 @@ CPU here than reading, verifying and answering the request does.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -48,7 +49,7 @@ from service.webhook.deliveries import (
 )
 from service.webhook.group_commit import GroupCommit
 
-__all__ = ["RETRY_AFTER", "WebhookReceiver"]
+__all__ = ["OFF_LOOP_BYTES", "RETRY_AFTER", "Answer", "WebhookReceiver", "headers_of", "render"]
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,8 @@ _EVENT: Final = b"x-github-event"
 _DELIVERY: Final = b"x-github-delivery"
 _WANTED: Final = frozenset({_CONTENT_LENGTH, _CONTENT_TYPE, _SIGNATURE, _EVENT, _DELIVERY})
 
-Answer = tuple[int, dict[str, object], tuple[tuple[bytes, bytes], ...]]
+Headers = tuple[tuple[bytes, bytes], ...]
+Answer = tuple[int, dict[str, object], Headers]
 
 
 class _TooLarge(Exception):
@@ -76,7 +78,7 @@ class _Disconnected(Exception):
     pass
 
 
-def _headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[bytes, str]:
+def headers_of(raw: Iterable[tuple[bytes, bytes]]) -> dict[bytes, str]:
     """The headers the receiver reads, the first of each name, decoded as latin-1."""
     found: dict[bytes, str] = {}
     for raw_name, value in raw:
@@ -112,16 +114,11 @@ async def _read_body(receive: Receive, declared: str | None, limit: int) -> byte
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-async def _json_answer(send: Send, status: int, content: dict[str, object],
-                      headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
-    """Answer ``status`` with ``content`` as JSON, in two ASGI messages."""
-    # Compact UTF-8, as Starlette's JSONResponse renders; the answers hold only strings,
-    # numbers, lists and nulls, which orjson writes the same way about ten times faster.
-    body = orjson.dumps(content)
-    await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-length", str(len(body)).encode("ascii")),
-        (b"content-type", b"application/json"), *headers]})
-    await send({"type": "http.response.body", "body": body})
+def render(content: dict[str, object]) -> bytes:
+    """An answer's JSON body: compact UTF-8, as Starlette's JSONResponse renders it."""
+    # The answers hold only strings, numbers, lists and nulls, which orjson writes the
+    # same way as the json module, about ten times faster.
+    return orjson.dumps(content)
 
 
 def _error(status: int, message: str, *headers: tuple[bytes, bytes]) -> Answer:
@@ -129,13 +126,20 @@ def _error(status: int, message: str, *headers: tuple[bytes, bytes]) -> Answer:
 
 
 class WebhookReceiver:
-    """The webhook route as an ASGI app: the checks in the module docstring's order."""
+    """The webhook route: the checks in the module docstring's order.
+
+    Two ways in, the same steps and answers: ``__call__``, the route as an ASGI app, and
+    ``service.webhook.fast_path``, uvicorn's HTTP protocol answering a plain delivery from
+    its parser callbacks without the ASGI machinery. Both read the body, then ``check``
+    it, ``submit`` what passed, ``settle`` or ``fail`` it when the commit is done, and
+    ``answer``.
+    """
 
     def __init__(self, config: Config, deliveries: DeliveryLog, clock: Callable[[], datetime],
                  on_installation_change: Callable[[InstallationChange], None] | None,
                  on_enqueued: Callable[[], None] | None = None, *,
                  metrics: Metrics | None = None) -> None:
-        self._limit = config.server.max_body_bytes
+        self.limit: Final = config.server.max_body_bytes
         self._metrics = metrics
         self._secrets = config.github.webhook_secrets
         self._writer: GroupCommit[Received, Result] = GroupCommit(
@@ -147,39 +151,42 @@ class WebhookReceiver:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
         try:
-            (status, content, headers), outcome = await self._handle(
-                _headers(scope["headers"]), receive)
+            answer = await self._answer(headers_of(scope["headers"]), receive)
         except Exception:
-            # A bug, not a store outage (those are answered 503 in _handle): say so.
-            log.exception("webhook receiver failed")
-            (status, content, headers), outcome = _error(500, "internal error"), "error"
-        await _json_answer(send, status, content, headers)
-        if self._metrics is not None:
-            self._metrics.delivery(outcome, time.perf_counter() - started)
-
-    async def _handle(self, headers: dict[bytes, str], receive: Receive) -> tuple[Answer, str]:
-        """The answer, and the outcome class it is counted under (``Result.outcome`` for a
-        delivery that reached the store)."""
-        answer = await self._answer(headers, receive)
-        if isinstance(answer, Result):
-            return (answer.status, answer.body(), ()), answer.outcome
-        return answer, ("unavailable" if answer[0] == 503 else "rejected")
+            answer = self.bug()
+        status, body, headers = self.answer(answer, started)
+        await send({"type": "http.response.start", "status": status, "headers": [
+            (b"content-length", str(len(body)).encode("ascii")),
+            (b"content-type", b"application/json"), *headers]})
+        await send({"type": "http.response.body", "body": body})
 
     async def _answer(self, headers: dict[bytes, str], receive: Receive) -> Answer | Result:
         try:
-            body = await _read_body(receive, headers.get(_CONTENT_LENGTH), self._limit)
+            body = await _read_body(receive, headers.get(_CONTENT_LENGTH), self.limit)
         except _TooLarge:
             log.warning("webhook refused: body over the limit",
-                        extra={"limit_bytes": self._limit})
-            return _error(413, f"body exceeds {self._limit} bytes", (b"connection", b"close"))
+                        extra={"limit_bytes": self.limit})
+            return _error(413, f"body exceeds {self.limit} bytes", (b"connection", b"close"))
         except _Disconnected:
             return _error(400, "the client disconnected before the body was complete")
-        signature = headers.get(_SIGNATURE)
+        if len(body) > OFF_LOOP_BYTES:
+            checked = await anyio.to_thread.run_sync(self.check, headers, body)
+        else:
+            checked = self.check(headers, body)
+        if not isinstance(checked, Received):
+            return checked
         try:
-            if len(body) > OFF_LOOP_BYTES:
-                await anyio.to_thread.run_sync(check_signature, body, signature, self._secrets)
-            else:
-                check_signature(body, signature, self._secrets)
+            result = await self.submit(checked)
+        except Exception as exc:
+            return self.fail(checked, exc)
+        return self.settle(result)
+
+    def check(self, headers: dict[bytes, str], body: bytes) -> Answer | Received:
+        """The signature over ``body``, then the GitHub headers: the delivery to record, or
+        the answer refusing it. Runs on the event loop unless the body is over
+        ``OFF_LOOP_BYTES``."""
+        try:
+            check_signature(body, headers.get(_SIGNATURE), self._secrets)
         except SignatureError as exc:
             log.warning("webhook refused: bad signature", extra={"reason": exc.reason})
             return _error(401, f"signature check failed: {exc.reason}")
@@ -188,26 +195,54 @@ class WebhookReceiver:
         if event is None or delivery_id is None:
             missing = "X-GitHub-Event" if event is None else "X-GitHub-Delivery"
             return _error(400, f"missing or invalid {missing} header")
-        received = Received(delivery_id, event, body, headers.get(_CONTENT_TYPE), self._clock())
-        try:
-            result = await self._writer.submit(received)
-        except Exception as exc:
-            # The transaction rolled back, so nothing was recorded and a redelivery will be
-            # processed in full: 503 is the honest answer whatever failed.
-            store_fault = isinstance(exc, STORE_ERRORS)
-            log.error("webhook not recorded: " + ("store failure" if store_fault
-                                                  else "unexpected error"),
-                      exc_info=not store_fault, extra={
-                          "delivery_id": delivery_id, "event": event,
-                          "error": type(exc).__name__})
-            return _error(503, "the store is unavailable; nothing was recorded",
-                          (b"retry-after", RETRY_AFTER.encode("ascii")))
+        return Received(delivery_id, event, body, headers.get(_CONTENT_TYPE), self._clock())
+
+    def submit(self, received: Received) -> asyncio.Future[Result]:
+        """Hand ``received`` to group commit: a future resolved once it is committed."""
+        return self._writer.enqueue(received)
+
+    def fail(self, received: Received, exc: BaseException) -> Answer:
+        """The answer to a delivery whose transaction failed: nothing was recorded."""
+        # The transaction rolled back, so nothing was recorded and a redelivery will be
+        # processed in full: 503 is the honest answer whatever failed.
+        store_fault = isinstance(exc, STORE_ERRORS)
+        log.error("webhook not recorded: " + ("store failure" if store_fault
+                                              else "unexpected error"),
+                  exc_info=exc if not store_fault else None, extra={
+                      "delivery_id": received.delivery_id, "event": received.event,
+                      "error": type(exc).__name__})
+        return _error(503, "the store is unavailable; nothing was recorded",
+                      (b"retry-after", RETRY_AFTER.encode("ascii")))
+
+    def settle(self, result: Result) -> Result:
+        """After the commit: tell the poller of an installation change, wake the workers."""
         if result.change is not None and self._on_change is not None:
             try:
                 self._on_change(result.change)
             except Exception:
                 log.exception("installation-change callback failed",
-                              extra={"delivery_id": delivery_id})
+                              extra={"delivery_id": result.delivery_id})
         if result.enqueued and self._on_enqueued is not None:
             self._on_enqueued()  # idle workers claim at once instead of at their next poll
         return result
+
+    @staticmethod
+    def bug() -> Answer:
+        """The answer when a step raised: a bug, not a store outage (those are 503)."""
+        log.exception("webhook receiver failed")
+        return _error(500, "internal error")
+
+    def answer(self, answer: Answer | Result, started: float
+               ) -> tuple[int, bytes, Headers]:
+        """Status, JSON body and extra headers; the delivery counted in the metrics under
+        its outcome class (``Result.outcome`` for one that reached the store)."""
+        headers: Headers
+        if isinstance(answer, Result):
+            outcome = answer.outcome
+            status, content, headers = answer.status, answer.body(), ()
+        else:
+            status, content, headers = answer
+            outcome = {500: "error", 503: "unavailable"}.get(status, "rejected")
+        if self._metrics is not None:
+            self._metrics.delivery(outcome, time.perf_counter() - started)
+        return status, render(content), headers
