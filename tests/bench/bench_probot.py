@@ -19,11 +19,11 @@ The load is wrk (Debian's package), 1 thread, ``--concurrency`` keep-alive conne
 correctly signed, with a new ``X-GitHub-Delivery`` each time (a wrk Lua script). Probot and
 the examples are installed with npm into a cache folder
 (``~/.cache/pr-review-agent/bench-probot``), not by the test suite. Rounds alternate between
-the servers (serve, bare, probot, serve, …) so that a slow spell of the shared machine
-weighs on all of them; each figure is the median of the rounds, and each ratio the median
-of the rounds' ratios. ``serve``'s resident memory is read (``/proc``) idle, before the
-load, and at its peak after each round. ``--profile`` records ``serve`` under one more
-round with py-spy (``pip install py-spy``) into a flame graph.
+the servers (serve, bare, probot; then bare, probot, serve; …) so that a slow spell of the
+shared machine weighs on all of them; each figure is the median of the rounds, and each
+ratio the median of the rounds' ratios. ``serve``'s resident memory is read (``/proc``)
+idle, before the load, and at its peak after each round. ``--profile`` records ``serve``
+under one more round with py-spy (``pip install py-spy``) into a flame graph.
 
 Ends with the figures as one JSON line.
 """
@@ -385,8 +385,11 @@ def compare(ports: dict[str, int], script: Path, concurrency: int,
     rounds: dict[str, list[Round]] = {name: [] for name in SERVERS}
     for name in SERVERS:  # warm each one up (JIT, page cache, connection pools)
         wrk_round(f"http://{HOST}:{ports[name]}/webhook", script, concurrency, 1)
-    for _ in range(args.rounds):
-        for name in SERVERS:
+    for cycle in range(args.rounds):
+        # Each server takes each place in the order in turn, so that none always follows
+        # the same one.
+        shift = cycle % len(SERVERS)
+        for name in SERVERS[shift:] + SERVERS[:shift]:
             rounds[name].append(wrk_round(f"http://{HOST}:{ports[name]}/webhook", script,
                                           concurrency, args.seconds))
     out: dict[str, object] = {}

@@ -6,8 +6,8 @@
 
 A child process serves the receiver exactly as ``pr-review-agent serve --role web`` builds
 it (``create_app`` with a real SQLite file in WAL mode with synchronous=FULL, JSON log lines
-at INFO to a file, uvicorn as ``serve`` runs it — httptools, uvloop, no proxy-header
-rewrite — on 127.0.0.1), plus one extra route, ``POST /bare``,
+at INFO to a file, uvicorn as ``serve`` runs it — httptools, uvloop, the webhook's fast
+path, no proxy-header rewrite — on 127.0.0.1), plus one extra route, ``POST /bare``,
 that answers 202 without reading, verifying or storing anything. This process is the load
 generator: ``concurrency`` keep-alive connections, each sending its next request as soon as
 the previous answer arrives, over a minimal HTTP/1.1 client (pre-built request bytes, so
@@ -88,11 +88,9 @@ def write_config(directory: Path, port: int, store_url: str | None = None) -> Pa
 
 
 def serve(config_path: Path, port: int) -> None:
-    import uvicorn
-
     from service.budget import Governor
     from service.config import load_config
-    from service.daemon import listen
+    from service.daemon import listen, web_server
     from service.health import Health
     from service.logs import configure_logging
     from service.storage.agent_comments import AgentComments
@@ -114,9 +112,7 @@ def serve(config_path: Path, port: int) -> None:
 
     app.add_api_route("/bare", bare, methods=["POST"])
     sock = listen(HOST, port)  # the daemon's own listener (TCP_NODELAY on)
-    server = uvicorn.Server(uvicorn.Config(
-        app, lifespan="off", log_config=None, access_log=False, server_header=False,
-        proxy_headers=False))
+    server = web_server(app, config.server.webhook_path)  # with the webhook's fast path
     try:
         server.run(sockets=[sock])
     finally:
