@@ -129,7 +129,7 @@ def create_app(
     app = WebApp(webhook_path=config.server.webhook_path, receiver=receiver,
                title="pr-review-agent", docs_url=None, redoc_url=None, openapi_url=None)
     # Also a route of the router, so that other methods on the path are answered 405 and
-    # a POST the fast path did not take (it always does) is still served.
+    # a POST that WebApp.__call__ did not take (it always does) is still served.
     app.router.routes.append(Route(config.server.webhook_path, receiver, methods=["POST"],
                                    include_in_schema=False))
 

@@ -125,12 +125,13 @@ def webhook_protocol(receiver: WebhookReceiver, webhook_path: str) -> type[async
             cycle.chunks = []
             try:
                 checked = receiver.check(cycle.headers, body)
-                if not isinstance(checked, Received):
-                    self._reply(cycle, checked)
-                    return
-                future = receiver.submit(checked)
+                if isinstance(checked, Received):
+                    future = receiver.submit(checked)
             except Exception:
                 self._reply(cycle, receiver.bug())
+                return
+            if not isinstance(checked, Received):
+                self._reply(cycle, checked)
                 return
             future.add_done_callback(lambda done: self._committed(cycle, checked, done))
 
@@ -154,14 +155,15 @@ def webhook_protocol(receiver: WebhookReceiver, webhook_path: str) -> type[async
             cycle.response_complete = True
             if cycle.disconnected or self.transport.is_closing():
                 return
-            keep_alive = cycle.keep_alive and (b"connection", b"close") not in headers
+            closes = (b"connection", b"close") in headers  # the answer says so itself
+            keep_alive = cycle.keep_alive and not closes
             parts = [STATUS_LINE[status]]
             for name, value in self.server_state.default_headers:
                 parts += (name, b": ", value, b"\r\n")
             parts += (b"content-length: ", str(len(body)).encode("ascii"), b"\r\n", _JSON)
             for name, value in headers:
                 parts += (name, b": ", value, b"\r\n")
-            if not keep_alive and (b"connection", b"close") not in headers:
+            if not keep_alive and not closes:
                 parts.append(_CLOSE)
             parts += (b"\r\n", body)
             self.transport.write(b"".join(parts))

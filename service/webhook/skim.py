@@ -30,7 +30,7 @@ import msgspec
 
 from service.github.webhooks import media_type
 
-__all__ = ["FIELDS", "WHOLE_EVENTS", "skim", "skim_body"]
+__all__ = ["FIELDS", "WHOLE_EVENTS", "skim", "skim_body", "tree"]
 
 #: Dotted paths into a payload; a path ending at a field that holds an object keeps that
 #: object whole (``issue.pull_request``: only its presence is read).
