@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import hashlib
 import os
 import secrets
 import shutil
@@ -28,6 +29,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from service.storage import Database, SqliteStore
+from service.storage.pg_schema import PG_MIGRATIONS
 from service.storage.postgres import PostgresStore
 
 ADMIN_ENV = "PR_REVIEW_AGENT_PG"
@@ -60,13 +62,16 @@ def require_postgres() -> None:
 
 
 @contextmanager
-def throwaway_database() -> Iterator[str]:
-    """A new, empty database (byte-order collation, as the store expects); its conninfo.
-    Dropped afterwards, even with connections still open."""
+def throwaway_database(*, migrated: bool = False) -> Iterator[str]:
+    """A new database (byte-order collation, as the store expects); its conninfo. Empty,
+    or with ``migrated`` a copy of a template already at this code's schema (one
+    ``CREATE DATABASE … TEMPLATE``, instead of replaying every migration). Dropped
+    afterwards, even with connections still open."""
     require_postgres()
     name = f"prra_test_{secrets.token_hex(6)}"
+    template = _pg_template() if migrated else "template0"
     with psycopg.connect(admin_conninfo(), autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE template0 ENCODING \'UTF8\'')
+        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}" ENCODING \'UTF8\'')
     try:
         yield make_conninfo(admin_conninfo(), dbname=name)
     finally:
@@ -74,14 +79,72 @@ def throwaway_database() -> Iterator[str]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+_TEMPLATE_PREFIX = "prra_template_"
+_TEMPLATE_LOCK = 0x70727261  # an advisory lock key of the tests' own
+_templates: dict[str, str | Path] = {}
+
+
+def _schema_digest(migrations: object) -> str:
+    return hashlib.sha256(repr(migrations).encode()).hexdigest()[:12]
+
+
+def _pg_template() -> str:
+    """The name of a database migrated to this code's PostgreSQL schema, made once per
+    schema (named by a digest of its migrations) and shared by every test process: the
+    first to need it builds it under an advisory lock, the rest wait and copy it."""
+    if "postgres" in _templates:
+        return str(_templates["postgres"])
+    name = _TEMPLATE_PREFIX + _schema_digest(PG_MIGRATIONS)
+    with psycopg.connect(admin_conninfo(), autocommit=True) as admin:
+        admin.execute("SELECT pg_advisory_lock(%s)", (_TEMPLATE_LOCK,))
+        try:
+            found = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s",
+                                  (name,)).fetchone()
+            if found is None:
+                building = name + "_building"
+                admin.execute(f'DROP DATABASE IF EXISTS "{building}" WITH (FORCE)')
+                admin.execute(
+                    f'CREATE DATABASE "{building}" TEMPLATE template0 ENCODING \'UTF8\'')
+                PostgresStore(make_conninfo(admin_conninfo(), dbname=building)).close()
+                admin.execute(f'ALTER DATABASE "{building}" RENAME TO "{name}"')
+                # Templates of an older schema are of no more use.
+                for (old,) in admin.execute(
+                        "SELECT datname FROM pg_database WHERE datname LIKE %s"
+                        " AND datname != %s", (_TEMPLATE_PREFIX + "%", name)).fetchall():
+                    admin.execute(f'DROP DATABASE IF EXISTS "{old}" WITH (FORCE)')
+        finally:
+            admin.execute("SELECT pg_advisory_unlock(%s)", (_TEMPLATE_LOCK,))
+    _templates["postgres"] = name
+    return name
+
+
+def _sqlite_template() -> Path:
+    """A SQLite file at this code's schema, made once per test process and copied."""
+    found = _templates.get("sqlite")
+    if isinstance(found, Path) and found.exists():
+        return found
+    path = Path(tempfile.mkdtemp(prefix="prra-template-")) / "state.db"
+    SqliteStore(path).close()  # closing checkpoints the WAL: the one file is the store
+    _templates["sqlite"] = path
+    return path
+
+
+def migrated_sqlite_file(path: Path) -> Path:
+    """A SQLite store file at ``path`` already at this code's schema (a copied template),
+    for a test that opens it itself. Returns ``path``."""
+    shutil.copyfile(_sqlite_template(), path)
+    return path
+
+
 @contextmanager
 def open_database(backend: str, tmp_path: Path) -> Iterator[Database]:
-    """A fresh, migrated store on ``backend``, closed (and dropped) afterwards."""
+    """A fresh, migrated store on ``backend`` (a copy of a migrated template), closed (and
+    dropped) afterwards."""
     if backend == "sqlite":
-        with SqliteStore(tmp_path / "state.db") as store:
+        with SqliteStore(migrated_sqlite_file(tmp_path / "state.db")) as store:
             yield store
         return
-    with throwaway_database() as conninfo, PostgresStore(conninfo) as pg:
+    with throwaway_database(migrated=True) as conninfo, PostgresStore(conninfo) as pg:
         yield pg
 
 

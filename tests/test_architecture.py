@@ -181,3 +181,47 @@ def test_tests_import_no_test_module_and_no_private_name() -> None:
                 found += [f"{where}: imports {node.module}.{a.name}" for a in node.names
                           if a.name.startswith("_") and not a.name.startswith("__")]
     assert found == []
+
+
+#: Storage modules with no PostgreSQL case of their own, and why.
+_ONE_BACKEND = {
+    "__init__": "re-exports only",
+    "sqlite": "the SQLite backend itself (tests/storage/test_sqlite.py)",
+    "database": "the protocol both backends implement (tested through each of them)",
+    "times": "the time codec: text in, text out, no database",
+    "errors": "the error classes (is_contention and is_unavailable are tested on each "
+              "backend in test_sqlite.py and test_postgres.py)",
+}
+#: What marks a test module as running on PostgreSQL: the two-backend ``database``
+#: fixture (or the publisher rig built on it), or PostgreSQL made by hand.
+_POSTGRES_MARKS = frozenset({"database", "rig", "BACKENDS", "throwaway_database",
+                             "PostgresStore", "private_cluster"})
+
+
+def _runs_on_postgres(path: Path) -> bool:
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            if {a.arg for a in node.args.args} & _POSTGRES_MARKS:
+                return True
+        elif isinstance(node, ast.Name) and node.id in _POSTGRES_MARKS:
+            return True
+    return False
+
+
+def test_every_storage_module_has_tests_that_run_on_postgresql() -> None:
+    """A statement one backend cannot run (issue 35: ``repository_polls`` on PostgreSQL)
+    is caught by its own module's tests: each module under ``service/storage/`` has
+    ``tests/storage/test_<module>.py``, and it runs on PostgreSQL as well as SQLite."""
+    missing, sqlite_only = [], []
+    for path in sorted(STORAGE.glob("*.py")):
+        name = path.stem
+        if name in _ONE_BACKEND:
+            continue
+        test = ROOT / "tests" / "storage" / f"test_{name}.py"
+        if not test.exists():
+            missing.append(str(test.relative_to(ROOT)))
+        elif not _runs_on_postgres(test):
+            sqlite_only.append(str(test.relative_to(ROOT)))
+    assert missing == [] and sqlite_only == [], (missing, sqlite_only)
+    assert not _runs_on_postgres(ROOT / "tests" / "test_architecture.py")  # not vacuous

@@ -83,6 +83,33 @@ def test_nothing_yet() -> None:
     assert "**Open findings:** none" in body and "**Cost so far:** nothing yet." in body
 
 
+def test_an_open_reservation_is_named_apart_and_never_counted_as_spent() -> None:
+    facts = Facts(heads=(), tokens=49_600, cost_usd=None, runs=2, open_findings=(),
+                  in_progress=1, reserved=150_000)
+    body = render(facts, phrase=PHRASE)
+    assert "**Cost so far:** 49,600 tokens over 2 run(s). In progress: 1 run(s), holding a " \
+           "reservation of 150,000 tokens (not spent yet)." in body
+    assert "199,600" not in body
+
+
+@pytest.mark.anyio
+async def test_the_store_counts_settled_usage_and_open_reservations_apart(rig: Rig) -> None:
+    """Two settled runs and one in flight: the facts the comment is written from."""
+    from service.budget import Usage
+    first, second, third = rig.add_pull(), rig.add_pull(), rig.add_pull()
+    for pr in (first, second):
+        rig.record(rig.opened(pr), usage=Usage(24_800, "exact", "claude_code", "m"))
+    with rig.store.transaction() as tx:  # both on one pull request, as the summary sees it
+        tx.execute("UPDATE ledger SET pr_number = ?", (first.number,))
+    rig.claim(rig.opened(third))  # admitted: its reservation is open
+    with rig.store.transaction() as tx:
+        tx.execute("UPDATE ledger SET pr_number = ?", (first.number,))
+    with rig.store.read() as tx:
+        facts = summaries.facts(tx, REPO, first.number)
+    assert (facts.tokens, facts.runs) == (49_600, 2)
+    assert (facts.in_progress, facts.reserved) == (1, rig.governor.config.max_run_tokens)
+
+
 # -- through the simulator ------------------------------------------------------------------
 
 

@@ -150,9 +150,9 @@ class CheckRuns:
     @staticmethod
     def _opening(row: Untracked) -> CheckState:
         if row.status == SUPERSEDED:
-            return text.superseded(None)
+            return text.superseded(None, row.charged)
         if row.status == CANCELLED:
-            return text.closed(row.merged)
+            return text.closed(row.merged, row.charged)
         return text.queued(_what(row.command))
 
     async def _head_of(self, row: Untracked) -> str | None:
@@ -207,14 +207,24 @@ class CheckRuns:
         if later and w.last_stop_reason == "usage_limit":
             assert w.not_before is not None
             return text.waiting_for_plan(what, w.not_before, now)
-        if w.attempts and w.last_stop_reason in RETRIED:
-            return text.waiting_for_retry(what, w.last_stop_reason, attempts=w.attempts,
-                                          max_attempts=self._max_attempts,
-                                          retry_at=w.not_before, now=now)
+        retrying = bool(w.attempts) and w.last_stop_reason in RETRIED
+        # A retry's own delay is the first thing it waits for; once that has passed, the
+        # budget's refusal is the real reason it still waits, and wins over the retry
+        # wording (which would say "as soon as a worker is free" for as long as the
+        # window stays shut).
+        if retrying and later:
+            return self._retry_state(w, what, now)
         if refusal is not None:
             return text.waiting_for_budget(what, refusal.reason, refusal.window,
                                            refusal.frees_at, now)
+        if retrying:
+            return self._retry_state(w, what, now)
         return text.queued(what)
+
+    def _retry_state(self, w: Waiting, what: str, now: datetime) -> CheckState:
+        return text.waiting_for_retry(what, w.last_stop_reason, attempts=w.attempts,
+                                      max_attempts=self._max_attempts,
+                                      retry_at=w.not_before, now=now)
 
     # -- 3. endings without a job ----------------------------------------------------------
 
@@ -232,7 +242,7 @@ class CheckRuns:
     @staticmethod
     def _ending(row: Ended) -> CheckState:
         if row.status == ABANDONED:
-            return text.abandoned(row.last_stop_reason, row.attempts)
+            return text.abandoned(row.last_stop_reason, row.attempts, row.charged)
         if row.status == CANCELLED:
-            return text.closed(row.merged)
-        return text.superseded(None)
+            return text.closed(row.merged, row.charged)
+        return text.superseded(None, row.charged)

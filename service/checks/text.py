@@ -34,6 +34,7 @@ __all__ = [
     "refused_estimate",
     "refused_size",
     "reviewed",
+    "reviewed_superseded",
     "reviewing",
     "superseded",
     "waiting_for_budget",
@@ -156,16 +157,27 @@ def _done(conclusion: str, title: str, summary: str, url: str | None = None) -> 
     return CheckState(COMPLETED, title, summary[:MAX_SUMMARY], conclusion, url)
 
 
-def _cost(tokens: int | None, cost_usd: float | None) -> str:
+def _cost(tokens: int | None, cost_usd: float | None, earlier: int = 0) -> str:
     spent = "an unknown number of tokens" if tokens is None else _n(tokens, "token")
     dollars = (f"${cost_usd:.2f}" if cost_usd is not None
                else "dollars not reported by the engine")
-    return f"{spent} ({dollars})"
+    before = (f"; earlier attempts that did not finish were charged {_n(earlier, 'token')}"
+              if earlier else "")
+    return f"{spent} ({dollars}){before}"
+
+
+def _charged(charged: int) -> str:
+    """What a trigger that ended without a finished run cost: the ledger's charge for it
+    (an attempt that did not finish is charged its reservation), or nothing."""
+    if not charged:
+        return "Nothing was charged."
+    return (f"Earlier attempts that did not finish were charged {_n(charged, 'token')}; "
+            "nothing more was charged.")
 
 
 def reviewed(severities: Iterable[str], *, tokens: int | None, cost_usd: float | None,
              url: str | None, fail_on: str | None, partial: Sequence[Omitted] = (),
-             reduced: bool = False) -> CheckState:
+             reduced: bool = False, earlier: int = 0) -> CheckState:
     """Reviewed and posted: ``success``, or ``failure`` when a finding is at or above
     ``fail_on``."""
     counts = Counter(severities)
@@ -174,7 +186,7 @@ def reviewed(severities: Iterable[str], *, tokens: int | None, cost_usd: float |
     failing = fail_on is not None and any(at_least(s, fail_on) for s in counts)
     title = (f"Reviewed: {found}" if total else "Reviewed: no findings")
     lines = [f"**Findings:** {found}." if total else "**Findings:** none.",
-             f"**Cost:** {_cost(tokens, cost_usd)}."]
+             f"**Cost:** {_cost(tokens, cost_usd, earlier)}."]
     if url is not None:
         lines.append(f"**Review:** [on the pull request]({url}).")
     if partial:
@@ -189,68 +201,91 @@ def reviewed(severities: Iterable[str], *, tokens: int | None, cost_usd: float |
     return _done("failure" if failing else "success", title, "\n\n".join(lines), url)
 
 
-def described(url: str | None, *, tokens: int | None, cost_usd: float | None) -> CheckState:
+def described(url: str | None, *, tokens: int | None, cost_usd: float | None,
+              earlier: int = 0) -> CheckState:
     """``@claude describe`` answered."""
     where = f" [on the pull request]({url})" if url else " on the pull request"
     return _done("success", "Description posted",
-                 f"The description is posted{where}.\n\n**Cost:** {_cost(tokens, cost_usd)}.",
-                 url)
+                 f"The description is posted{where}.\n\n**Cost:** "
+                 f"{_cost(tokens, cost_usd, earlier)}.", url)
 
 
-def nothing_to_review(omitted: Sequence[Omitted], url: str | None) -> CheckState:
+def nothing_to_review(omitted: Sequence[Omitted], url: str | None,
+                      charged: int = 0) -> CheckState:
     """Every change was excluded or withheld: nothing was reviewed (never green)."""
     shown = ", ".join(f"`{o.path}`" for o in omitted[:10])
     more = f" and {len(omitted) - 10} more" if len(omitted) > 10 else ""
     return _done("neutral", "Not reviewed: nothing left after exclusions",
                  f"Every changed file is excluded by `review.excluded_paths` or withheld "
-                 f"({shown or 'no changes'}{more}), so nothing was reviewed. Nothing was "
-                 "charged.", url)
+                 f"({shown or 'no changes'}{more}), so nothing was reviewed. "
+                 f"{_charged(charged)}", url)
 
 
-def refused_size(files: int, largest: int, limit: int, phrase: str) -> CheckState:
+def refused_size(files: int, largest: int, limit: int, phrase: str,
+                 charged: int = 0) -> CheckState:
     """Every file is over ``review.max_diff_lines``: too large for any part to be reviewed."""
     return _done(
         "neutral", f"Not reviewed: too large ({_n(files, 'file')}, each over {limit} lines)",
         f"Every changed file is over `review.max_diff_lines` ({limit}); the largest has "
-        f"{_n(largest, 'line')}. Nothing was reviewed and nothing was charged. A review "
+        f"{_n(largest, 'line')}. Nothing was reviewed. {_charged(charged)} A review "
         "covers the files that fit, so splitting the change, or excluding generated files "
         f"(`review.excluded_paths`), lets it be reviewed; then write `{phrase} review`.")
 
 
-def refused_estimate(estimate: int, reserved: int, lines: int, phrase: str) -> CheckState:
+def refused_estimate(estimate: int, reserved: int, lines: int, phrase: str,
+                     charged: int = 0) -> CheckState:
     """The pre-flight estimate is above one run's reservation."""
     return _done(
         "neutral", f"Not reviewed: estimated {_n(estimate, 'token')}, over the "
                    f"{_n(reserved, 'token')[:-len(' tokens')]}-token limit",
         f"The change ({_n(lines, 'line')} sent for review) is estimated at "
         f"{_n(estimate, 'token')}, more than one run may spend (`budget.max_run_tokens`: "
-        f"{_n(reserved, 'token')}). Nothing was charged. A smaller change, or excluding "
+        f"{_n(reserved, 'token')}). {_charged(charged)} A smaller change, or excluding "
         f"generated files (`review.excluded_paths`), can be reviewed: write `{phrase} review` "
         "after.")
 
 
-def engine_failed(stop_reason: str | None, detail: str | None, url: str | None) -> CheckState:
-    """The engine ran and produced no usable review."""
+def engine_failed(stop_reason: str | None, detail: str | None, url: str | None, *,
+                  tokens: int | None = 0, cost_usd: float | None = None,
+                  earlier: int = 0) -> CheckState:
+    """The engine ran and produced no usable review; what the run cost, as charged."""
     said = f" ({detail})" if detail else ""
     reply = f" The reply is [on the pull request]({url})." if url else ""
+    cost = (f"\n\n**Cost:** {_cost(tokens, cost_usd, earlier)}." if tokens != 0
+            else f" {_charged(earlier)}")
     return _done("neutral", f"Not reviewed: {_stop(stop_reason)}",
                  f"The review did not complete: {_stop(stop_reason)}{said}.{reply} A new "
-                 "push, or a mention, asks again.", url)
+                 f"push, or a mention, asks again.{cost}", url)
 
 
-def abandoned(stop_reason: str | None, attempts: int) -> CheckState:
+def abandoned(stop_reason: str | None, attempts: int, charged: int = 0) -> CheckState:
     """Every attempt failed; the queue gave up on the trigger."""
+    cost = (f" The attempts were charged {_n(charged, 'token')} in all." if charged
+            else " Nothing was charged.")
     return _done("neutral", f"Not reviewed: failed after {_n(attempts, 'attempt')}",
                  f"Every attempt failed; the last: {_stop(stop_reason)}. The operator's log "
-                 "says more. A new push, or a mention, asks again.")
+                 f"says more. A new push, or a mention, asks again.{cost}")
 
 
-def superseded(new_head: str | None) -> CheckState:
+def superseded(new_head: str | None, charged: int = 0) -> CheckState:
     """A newer head replaced this one before it was reviewed."""
     newer = f" {_sha(new_head)}" if new_head else ""
     return _done("neutral", "Not reviewed: superseded by a newer head",
                  f"The pull request moved on to a newer head{newer} before this one was "
-                 "reviewed; the newer head is the one reviewed. Nothing was charged.")
+                 f"reviewed; the newer head is the one reviewed. {_charged(charged)}")
+
+
+def reviewed_superseded(new_head: str | None, *, tokens: int | None,
+                        cost_usd: float | None, earlier: int = 0) -> CheckState:
+    """Reviewed, and paid for, but the head moved on before the review was posted: an
+    automatic review of an old head is not posted (the newer head gets its own)."""
+    newer = f" {_sha(new_head)}" if new_head else " a newer head"
+    title = (f"Reviewed, not posted: superseded by {new_head[:7]}" if new_head
+             else "Reviewed, not posted: superseded by a newer head")
+    return _done("neutral", title,
+                 f"This head was reviewed, but the pull request moved on to{newer} before "
+                 "the review was posted, so it was not posted: the newer head is reviewed "
+                 f"on its own.\n\n**Cost:** {_cost(tokens, cost_usd, earlier)}.")
 
 
 def moved(new_head: str) -> CheckState:
@@ -261,17 +296,20 @@ def moved(new_head: str) -> CheckState:
                  "taken up; it is answered there.")
 
 
-def closed(merged: bool) -> CheckState:
+def closed(merged: bool, charged: int = 0) -> CheckState:
     """The pull request closed before its review."""
     how = "merged" if merged else "closed"
     return _done("neutral", f"Not reviewed: the pull request was {how}",
-                 f"The pull request was {how} before the review started. Nothing was charged.")
+                 f"The pull request was {how} before the review started. {_charged(charged)}")
 
 
-def dry_run() -> CheckState:
+def dry_run(*, tokens: int | None = 0, cost_usd: float | None = None,
+            earlier: int = 0) -> CheckState:
     """``publish.dry_run``: recorded, nothing posted."""
+    cost = (f"\n\n**Cost:** {_cost(tokens, cost_usd, earlier)}." if tokens != 0 or earlier
+            else " Nothing was charged.")
     return _done("neutral", "Dry run: nothing posted",
-                 "The run is recorded but `publish.dry_run` is on, so nothing was posted.")
+                 f"The run is recorded but `publish.dry_run` is on, so nothing was posted.{cost}")
 
 
 def not_posted(url: str | None = None) -> CheckState:
@@ -285,12 +323,12 @@ def not_posted(url: str | None = None) -> CheckState:
 _MAX_NOTES: Final = 20
 
 
-def declined_by_repository(key: str, phrase: str) -> CheckState:
+def declined_by_repository(key: str, phrase: str, charged: int = 0) -> CheckState:
     """The repository's ``.github/pr-review-agent.yml`` turns this automatic review off."""
     return _done("neutral", f"Not reviewed: the repository's config sets {key}",
                  f"`.github/pr-review-agent.yml` sets `{key}`, so this pull request is not "
                  f"reviewed automatically. Write `{phrase} review` in a comment to ask for a "
-                 "review. Nothing was charged.")
+                 f"review. {_charged(charged)}")
 
 
 def with_config_notes(state: CheckState, notes: tuple[str, ...]) -> CheckState:

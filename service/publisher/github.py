@@ -336,7 +336,8 @@ class GitHubPublisher:
                           extra: dict[str, object]) -> PublishResult:
         extra = {**extra, "head": pull.head_sha, "reviewed": pub.head_sha}
         if not pub.is_mention:
-            await self._record(pub, "superseded", published=False, comment_id=None)
+            await self._record(pub, "superseded", published=False, comment_id=None,
+                               new_head=pull.head_sha)
             log.info("superseded: the head moved on; nothing posted", extra=extra)
             return PublishResult(pub.dedupe_key, "superseded")
         comment_id = await self._comment(
@@ -413,7 +414,7 @@ class GitHubPublisher:
 
     async def _record(self, pub: Publication, outcome: Status, *, published: bool,
                       comment_id: int | None, posted: Iterable[int] = (),
-                      inline: Sequence[Finding] = ()) -> None:
+                      inline: Sequence[Finding] = (), new_head: str | None = None) -> None:
         now = self._clock()
         ids = tuple(posted)
         shown = (memory.posted(pub, inline, ids)
@@ -423,7 +424,8 @@ class GitHubPublisher:
                      and outcome != "dry_run")
         check = text.with_config_notes(
             concluded(pub, outcome, comment_id=comment_id, web_url=self._web_url,
-                      fail_on=repository.fail_on(self._checks())), repository.notes)
+                      fail_on=repository.fail_on(self._checks()), new_head=new_head),
+            repository.notes)
 
         def work() -> None:
             with self._store.transaction() as conn:

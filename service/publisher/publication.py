@@ -41,6 +41,9 @@ class RunAccount:
     stop_reason: str | None
     reviewed_since: str | None
     cost_usd: float | None = None  # as the engine reported it
+    #: What the trigger's earlier attempts were charged (one that did not finish is
+    #: charged its whole reservation): part of what the trigger cost, beside ``tokens``.
+    earlier_tokens: int = 0
 
     @property
     def reduced(self) -> bool:
@@ -106,6 +109,7 @@ def build(run: Mapping[str, Any], queue: Mapping[str, Any] | None,
         reviewed_since=None if ledger is None else ledger.get("reviewed_since"),
         cost_usd=None if ledger is None or ledger.get("cost_usd") is None
         else float(ledger["cost_usd"]),
+        earlier_tokens=0 if ledger is None else int(ledger.get("earlier_tokens") or 0),
     )
     return Publication(
         dedupe_key=key,

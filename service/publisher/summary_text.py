@@ -76,11 +76,17 @@ def _open_line(facts: Facts) -> str:
 
 
 def _cost_line(facts: Facts) -> str:
+    # Settled usage only: an open reservation is what a run in progress may spend at
+    # most, not what it spent, so it is named apart (and never added in).
+    running = ""
+    if facts.in_progress:
+        running = (f" In progress: {facts.in_progress} run(s), holding a reservation of "
+                   f"{facts.reserved:,} tokens (not spent yet).")
     if not facts.runs:
-        return "**Cost so far:** nothing yet."
+        return "**Cost so far:** nothing yet." + running
     dollars = "" if facts.cost_usd is None else f" (${facts.cost_usd:.2f} as reported)"
     return (f"**Cost so far:** {facts.tokens:,} tokens over {facts.runs} "
-            f"run(s){dollars}.")
+            f"run(s){dollars}.{running}")
 
 
 def render(facts: Facts, *, phrase: str) -> str:

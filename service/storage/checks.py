@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Final
 
 from service.storage.database import Transaction
+from service.storage.ledger import CHARGED_SQL
 from service.storage.queue import ABANDONED, CANCELLED, CLAIMED, PENDING, SUPERSEDED
 from service.storage.times import from_db_time, to_db_time
 
@@ -123,6 +124,7 @@ class Untracked:
     command: str
     status: str  # pending or claimed, or a recent superseded or cancelled one
     merged: bool  # a cancelled row's pull request was merged
+    charged: int = 0  # what the trigger's attempts were charged (the ledger's word)
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,7 @@ class Ended:
     attempts: int
     last_stop_reason: str | None
     merged: bool  # a cancelled row's pull request was merged (not merely closed)
+    charged: int = 0  # what the trigger's attempts were charged (the ledger's word)
 
 
 _COLUMNS = ("dedupe_key, head_sha, repo, pr_number, name, status, conclusion, title, summary,"
@@ -244,9 +247,11 @@ def rows(tx: Transaction, dedupe_key: str) -> list[CheckRow]:
 _MERGED = ("(SELECT p.merged FROM closed_pull_requests p"
            " WHERE p.repo = q.repo AND p.pr_number = q.pr_number)")
 
+_CHARGED = CHARGED_SQL.format(key="q.dedupe_key")
+
 _UNTRACKED = f"""
 SELECT q.dedupe_key, q.kind, q.repo, q.pr_number, q.head_sha, q.command, q.status,
-       {_MERGED} FROM queue q
+       {_MERGED}, {_CHARGED} FROM queue q
  WHERE (q.status IN ('{PENDING}', '{CLAIMED}')
         OR (q.status IN ('{SUPERSEDED}', '{CANCELLED}') AND q.enqueued_at >= :since))
    AND NOT EXISTS (SELECT 1 FROM checks c WHERE c.dedupe_key = q.dedupe_key)
@@ -265,7 +270,7 @@ SELECT q.dedupe_key, q.kind, q.command, q.attempts, q.leased_until, {_LAST_STOP}
 """
 
 _ENDED = f"""
-SELECT q.dedupe_key, q.status, q.attempts, {_LAST_STOP}, {_MERGED} FROM queue q
+SELECT q.dedupe_key, q.status, q.attempts, {_LAST_STOP}, {_MERGED}, {_CHARGED} FROM queue q
  WHERE q.status IN ('{SUPERSEDED}', '{CANCELLED}', '{ABANDONED}')
    AND EXISTS (SELECT 1 FROM checks c WHERE c.dedupe_key = q.dedupe_key
                 AND c.status IN {_OPEN})
@@ -277,8 +282,8 @@ def untracked(tx: Transaction, since: datetime, limit: int) -> list[Untracked]:
     """Queue rows with no check run yet, oldest first: pending or claimed ones, and those
     enqueued since ``since`` that a newer head or a close ended before any was opened."""
     return [Untracked(str(k), str(kind), str(repo), int(pr), None if h is None else str(h),
-                      str(cmd), str(status), bool(merged))
-            for k, kind, repo, pr, h, cmd, status, merged in tx.execute(
+                      str(cmd), str(status), bool(merged), int(charged))
+            for k, kind, repo, pr, h, cmd, status, merged, charged in tx.execute(
                 _UNTRACKED, {"since": to_db_time(since), "limit": limit})]
 
 
@@ -294,8 +299,9 @@ def waiting(tx: Transaction, limit: int) -> list[Waiting]:
 def ended_elsewhere(tx: Transaction, limit: int) -> list[Ended]:
     """Triggers the queue ended without a job's word whose check run is still open."""
     return [Ended(str(k), str(status), int(attempts), None if stop is None else str(stop),
-                  bool(merged))
-            for k, status, attempts, stop, merged in tx.execute(_ENDED, {"limit": limit})]
+                  bool(merged), int(charged))
+            for k, status, attempts, stop, merged, charged in tx.execute(
+                _ENDED, {"limit": limit})]
 
 
 # -- pushing ----------------------------------------------------------------------------

@@ -34,6 +34,7 @@ __all__ = [
     "Reservation",
     "Settlement",
     "actor_charges",
+    "charged",
     "costs_since",
     "estimator_samples",
     "installation_charges",
@@ -166,6 +167,18 @@ def state(tx: Transaction, row_id: int) -> str | None:
     if len(matched) != 1:
         raise RuntimeError(f"ledger row {row_id} is in {len(matched)} states: {matched}")
     return matched[0]
+
+
+#: What a trigger was charged: every row of its key, at what the row charges the windows.
+CHARGED_SQL: Final = ("(SELECT COALESCE(SUM(COALESCE(l.used_tokens, l.reserved_tokens)), 0)"
+                      " FROM ledger l WHERE l.dedupe_key = {key})")
+
+
+def charged(tx: Transaction, key: str) -> int:
+    """What ``key``'s reservations charge the windows, all attempts together (settled at
+    their use, lost and open ones at their reservation)."""
+    (total,) = tx.execute("SELECT " + CHARGED_SQL.format(key="?"), (key,)).fetchone()
+    return int(total)
 
 
 def lose(tx: Transaction, key: str, now: datetime) -> int:
@@ -415,12 +428,14 @@ def estimator_samples(tx: Transaction, engine: str, limit: int) -> list[tuple[in
 # Off the ledger_pull_request index (repo, pr_number, reserved_at): the settled row of the
 # attempt that recorded the run is the newest one of its key.
 _SETTLED_USAGE = """
-SELECT used_tokens, reserved_tokens, usage_confidence, engine, model, mode, stop_reason,
-       reviewed_since, cost_usd
-  FROM ledger
- WHERE repo = :repo AND pr_number = :pr_number AND dedupe_key = :key
-   AND settled_at IS NOT NULL
- ORDER BY id DESC LIMIT 1
+SELECT l.used_tokens, l.reserved_tokens, l.usage_confidence, l.engine, l.model, l.mode,
+       l.stop_reason, l.reviewed_since, l.cost_usd,
+       (SELECT COALESCE(SUM(COALESCE(e.used_tokens, e.reserved_tokens)), 0) FROM ledger e
+         WHERE e.dedupe_key = l.dedupe_key AND e.id < l.id)
+  FROM ledger l
+ WHERE l.repo = :repo AND l.pr_number = :pr_number AND l.dedupe_key = :key
+   AND l.settled_at IS NOT NULL
+ ORDER BY l.id DESC LIMIT 1
 """
 
 _LATEST = """
@@ -429,14 +444,16 @@ SELECT stop_reason, used_tokens, usage_confidence, reserved_tokens, mode
 """
 
 _USAGE_COLUMNS: Final = ("used_tokens", "reserved_tokens", "usage_confidence", "engine",
-                         "model", "mode", "stop_reason", "reviewed_since", "cost_usd")
+                         "model", "mode", "stop_reason", "reviewed_since", "cost_usd",
+                         "earlier_tokens")
 _LATEST_COLUMNS: Final = ("stop_reason", "used_tokens", "usage_confidence",
                           "reserved_tokens", "mode")
 
 
 def settled_usage(tx: Transaction, *, repo: str, pr_number: int, key: str
                   ) -> dict[str, Any] | None:
-    """The newest closed row of ``key`` (what the recorded run cost), by column name."""
+    """The newest closed row of ``key`` (what the recorded run cost), by column name, with
+    ``earlier_tokens``: what the key's earlier attempts were charged (lost ones, in full)."""
     row = tx.execute(_SETTLED_USAGE, {"repo": repo, "pr_number": pr_number,
                                       "key": key}).fetchone()
     return None if row is None else dict(zip(_USAGE_COLUMNS, row, strict=True))

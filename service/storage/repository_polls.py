@@ -21,9 +21,11 @@ __all__ = ["MAX_ERROR", "Poll", "latest", "record"]
 
 MAX_ERROR: Final = 300
 
+# ``succeeded_at`` is passed, not derived from ``:error`` in SQL: PostgreSQL cannot type a
+# parameter that is only ever compared with NULL.
 _RECORD = """
 INSERT INTO repository_polls (repo, polled_at, succeeded_at, error)
-VALUES (:repo, :at, CASE WHEN :error IS NULL THEN :at END, :error)
+VALUES (:repo, :at, :succeeded, :error)
 ON CONFLICT (repo) DO UPDATE SET polled_at = excluded.polled_at,
   succeeded_at = COALESCE(excluded.succeeded_at, repository_polls.succeeded_at),
   error = excluded.error
@@ -47,6 +49,7 @@ def record(tx: Transaction, polls: Iterable[tuple[str, str | None]], at: datetim
     stamp = to_db_time(at)
     for repo, error in polls:
         tx.execute(_RECORD, {"repo": repo, "at": stamp,
+                             "succeeded": stamp if error is None else None,
                              "error": None if error is None else error[:MAX_ERROR]})
 
 

@@ -44,7 +44,11 @@ SELECT q.kind, q.command, q.status, COALESCE(r.head_sha, q.head_sha), r.outcome,
  ORDER BY q.enqueued_at, q.dedupe_key
 """
 _COST = """
-SELECT COALESCE(SUM(COALESCE(used_tokens, reserved_tokens)), 0), SUM(cost_usd), COUNT(*)
+SELECT COALESCE(SUM(CASE WHEN settled_at IS NOT NULL THEN used_tokens END), 0),
+       SUM(CASE WHEN settled_at IS NOT NULL THEN cost_usd END),
+       COUNT(settled_at),
+       COALESCE(SUM(CASE WHEN settled_at IS NULL THEN reserved_tokens END), 0),
+       COUNT(*) - COUNT(settled_at)
   FROM ledger WHERE repo = ? AND pr_number = ?
 """
 _OPEN = ("SELECT severity, COUNT(*) FROM posted_findings"
@@ -94,12 +98,15 @@ class Facts:
     """What the summary comment says."""
 
     heads: tuple[Head, ...]
-    tokens: int
+    tokens: int                # settled: what the closed runs were charged
     cost_usd: float | None
-    runs: int
+    runs: int                  # closed runs (settled or lost)
     open_findings: tuple[tuple[str, int], ...]  # (severity, count), by name
     #: The latest published review's head and assessment (raw JSON; None once purged).
     overview: tuple[str, str] | None = None
+    #: Runs in progress and the tokens their open reservations hold (not spent yet).
+    in_progress: int = 0
+    reserved: int = 0
 
 
 def request(tx: Transaction, repo: str, pr_number: int, now: datetime) -> None:
@@ -173,9 +180,10 @@ def facts(tx: Transaction, repo: str, pr_number: int) -> Facts:
         heads.append(Head(kind=str(r[0]), command=str(r[1]), status=str(r[2]), head_sha=sha,
                           outcome=r[4], publish_outcome=r[5], stop_reason=r[6],
                           enqueued_at=from_db_time(r[7]), posted=count))
-    tokens, cost, runs = tx.execute(_COST, (repo, pr_number)).fetchone()
+    tokens, cost, runs, reserved, in_progress = tx.execute(_COST, (repo, pr_number)).fetchone()
     found = sorted((str(s), int(n)) for s, n in tx.execute(_OPEN, (repo, pr_number)))
     latest = tx.execute(_OVERVIEW, (repo, pr_number)).fetchone()
     return Facts(heads=tuple(heads), tokens=int(tokens), runs=int(runs),
                  cost_usd=None if cost is None else float(cost), open_findings=tuple(found),
-                 overview=None if latest is None else (str(latest[0]), str(latest[1])))
+                 overview=None if latest is None else (str(latest[0]), str(latest[1])),
+                 in_progress=int(in_progress), reserved=int(reserved))

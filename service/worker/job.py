@@ -23,6 +23,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Final
 
@@ -244,8 +245,9 @@ class JobRunner:
         installation = await self._installations(claim.repo)
         pull = await read_pull(self._github, installation, claim.repo, claim.pr_number)
         if not pull.open:
-            await self._store.settle_zero(claim, "closed", check=text.closed(pull.merged),
-                                          head_sha=claim.head_sha or pull.head_sha)
+            await self._store.settle_zero(
+                claim, "closed", check=partial(text.closed, pull.merged),
+                head_sha=claim.head_sha or pull.head_sha)
             progress.done = True
             log.info("pull request %s; nothing to review", "merged" if pull.merged else "closed",
                      extra=extra)
@@ -274,9 +276,9 @@ class JobRunner:
                 log.warning("every file is over review.max_diff_lines; refused", extra=extra)
                 sizes = [o.lines for o in selection.omitted if o.reason == "max_diff_lines"]
                 await self._store.settle_zero(
-                    claim, "refused", head_sha=pull.head_sha, check=text.refused_size(
-                        len(sizes), max(sizes), self.settings.max_diff_lines,
-                        self.settings.mention))
+                    claim, "refused", head_sha=pull.head_sha, check=partial(
+                        text.refused_size, len(sizes), max(sizes),
+                        self.settings.max_diff_lines, self.settings.mention))
             else:
                 await self._nothing_to_review(claim, pull, since, selection, extra)
             progress.done = True
@@ -289,8 +291,9 @@ class JobRunner:
             log.warning("pre-flight estimate %d tokens exceeds the run's %d; refused",
                         estimate, reserved, extra={**extra, "fitted": estimator.samples})
             await self._store.settle_zero(
-                claim, "refused", head_sha=pull.head_sha, check=text.refused_estimate(
-                    estimate, reserved, selection.lines, self.settings.mention))
+                claim, "refused", head_sha=pull.head_sha, check=partial(
+                    text.refused_estimate, estimate, reserved, selection.lines,
+                    self.settings.mention))
             progress.done = True
             return None
         return _Plan(pull=pull, bare=bare, since=since, selection=selection, reserved=reserved,
@@ -426,8 +429,9 @@ class JobRunner:
         log.info("not reviewed: the repository's config sets %s", key, extra=extra)
         await self._store.settle_zero(
             claim, "refused", head_sha=pull.head_sha,
-            check=text.with_config_notes(
-                text.declined_by_repository(key, self.settings.mention), repository.notes))
+            check=lambda charged: text.with_config_notes(
+                text.declined_by_repository(key, self.settings.mention, charged),
+                repository.notes))
         return True
 
     async def _threads(self, installation: int, claim: Claim, pull: PullRequest,
@@ -543,7 +547,7 @@ class JobRunner:
                  extra={**extra, "requeued": follow_up is not None})
         await self._store.settle_zero(claim, "refused", enqueue=follow_up,
                                       head_sha=claim.head_sha or pull.head_sha,
-                                      check=text.superseded(pull.head_sha))
+                                      check=partial(text.superseded, pull.head_sha))
 
     async def _nothing_to_review(self, claim: Claim, pull: PullRequest, since: str | None,
                                  selection: Selection, extra: dict[str, object]) -> None:

@@ -35,7 +35,7 @@ from service.budget import Governor, Usage
 from service.budget.breaker import read_breaker
 from service.checks.marks import CheckMarks
 from service.jobs import Job
-from service.storage import Database, Transaction
+from service.storage import Database, Transaction, ledger
 from service.storage.checks import CheckState
 from service.storage.queue import Claim, ReviewQueue
 from service.worker.record import RecordedRun, record_run
@@ -103,9 +103,13 @@ class Settlement:
             lambda: self._queue.renew(claim.dedupe_key, claim.owner, now=now))
 
     async def settle_zero(self, claim: Claim, stop_reason: str, *, head_sha: str,
-                          check: CheckState, enqueue: Job | None = None) -> bool:
+                          check: Callable[[int], CheckState],
+                          enqueue: Job | None = None) -> bool:
         """Settle at zero, finish the row, end the trigger's check run on ``head_sha`` (and
-        any other open one) with ``check``, enqueue ``enqueue``: together or not at all."""
+        any other open one) with ``check(charged)``, enqueue ``enqueue``: together or not at
+        all. ``charged`` is what the trigger's attempts were charged, read in the same
+        transaction (an earlier attempt that did not finish was charged its reservation),
+        so the check run never says nothing was charged when something was."""
         now = self._clock()
         target = self._marks.target(claim.dedupe_key, claim.command, claim.repo,
                                     claim.pr_number, head_sha)
@@ -116,7 +120,8 @@ class Settlement:
                                              stop_reason=stop_reason, conn=conn):
                     return False
                 self._finish(conn, claim)
-                self._marks.end(conn, target, check, now)
+                self._marks.end(conn, target, check(ledger.charged(conn, claim.dedupe_key)),
+                                now)
                 if enqueue is not None:
                     self._queue.enqueue(enqueue, now=now, conn=conn)
                 return True

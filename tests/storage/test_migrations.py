@@ -1,7 +1,7 @@
 """The store's schema and its migrations: snapshot, upgrades from every version, failures.
 
 Regenerate the checked-in snapshot after an intended schema change with
-``python -m tests.test_storage_migrations`` (and say why in the migration that caused it).
+``python -m tests.storage.test_migrations`` (and say why in the migration that caused it).
 """
 
 from __future__ import annotations
@@ -297,7 +297,7 @@ def test_fresh_store_matches_the_checked_in_snapshot(tmp_path: Path) -> None:
             schema = dump_schema(conn)
     assert schema == SNAPSHOT.read_text(), (
         "schema drifted from tests/schema_snapshot.sql; if intended, regenerate it with "
-        "`python -m tests.test_storage_migrations`"
+        "`python -m tests.storage.test_migrations`"
     )
 
 

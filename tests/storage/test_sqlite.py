@@ -1,23 +1,16 @@
-"""The store's connections, transactions, contention test, time format, ETags and CLI."""
+"""The SQLite store: its connections, transactions and contention test."""
 
 from __future__ import annotations
 
-import io
 import sqlite3
 import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import redirect_stdout
-from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
-from service.cli import main
-from service.etags import ETagCache, ETagStore, Validators
 from service.storage import (
     HEAD_VERSION,
     MIGRATIONS,
@@ -25,13 +18,10 @@ from service.storage import (
     NestedTransactionError,
     SqliteStore,
     StoreClosedError,
-    from_db_time,
     is_contention,
-    to_db_time,
 )
-from service.storage.etags import StoredETags
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -62,67 +52,6 @@ def in_thread(fn: Callable[[], object]) -> None:
     t.join()
     if errors:
         raise errors[0]
-
-
-# -- time format ----------------------------------------------------------------------------
-
-
-def test_to_db_time_is_fixed_width_utc() -> None:
-    plus_one = timezone(timedelta(hours=1))
-    assert to_db_time(datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)) == (
-        "2026-01-02T03:04:05.123456+00:00"
-    )
-    assert to_db_time(datetime(2026, 1, 2, 4, 4, 5, tzinfo=plus_one)) == (
-        "2026-01-02T03:04:05.000000+00:00"
-    )
-    assert to_db_time(datetime(999, 1, 1, tzinfo=UTC)) == "0999-01-01T00:00:00.000000+00:00"
-
-
-class NoOffset(tzinfo):
-    """A tzinfo that names no offset: still naive, by Python's own definition."""
-
-    def utcoffset(self, dt: datetime | None) -> timedelta | None:
-        return None
-
-    def dst(self, dt: datetime | None) -> timedelta | None:
-        return None
-
-    def tzname(self, dt: datetime | None) -> str | None:
-        return None
-
-
-@pytest.mark.parametrize("naive", [datetime(2026, 1, 2), datetime(2026, 1, 2, tzinfo=NoOffset())])
-def test_to_db_time_refuses_a_naive_datetime(naive: datetime) -> None:
-    with pytest.raises(ValueError, match="naive"):
-        to_db_time(naive)
-
-
-def test_from_db_time_reads_older_forms_and_refuses_naive() -> None:
-    expected = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-    assert from_db_time("2026-01-02T03:04:05Z") == expected
-    assert from_db_time("2026-01-02T04:04:05+01:00") == expected
-    assert from_db_time("2026-01-02T04:04:05+01:00").tzinfo is UTC
-    with pytest.raises(ValueError, match="no UTC offset"):
-        from_db_time("2026-01-02T03:04:05")
-    with pytest.raises(ValueError):
-        from_db_time("yesterday")
-
-
-offsets = st.builds(
-    timezone, st.timedeltas(min_value=timedelta(hours=-23), max_value=timedelta(hours=23))
-)
-aware = st.datetimes(
-    min_value=datetime(2, 1, 1), max_value=datetime(9998, 12, 31), timezones=offsets
-)
-
-
-@given(aware, aware)
-def test_string_order_is_time_order(a: datetime, b: datetime) -> None:
-    sa, sb = to_db_time(a), to_db_time(b)
-    assert len(sa) == len(sb) == 32
-    assert (sa < sb) == (a < b)
-    assert (sa == sb) == (a == b)
-    assert from_db_time(sa) == a
 
 
 # -- connections ----------------------------------------------------------------------------
@@ -431,90 +360,3 @@ def test_contention_by_message_when_no_code_is_attached() -> None:
     wrapped = MigrationError("migration 4 failed")
     wrapped.__cause__ = sqlite3.OperationalError("database is locked")
     assert is_contention(wrapped)
-
-
-# -- ETags ----------------------------------------------------------------------------------
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def cache(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ETagCache]:
-    if request.param == "memory":
-        yield ETagStore()
-    else:
-        with SqliteStore(tmp_path / "s.db") as store:
-            yield StoredETags(store)
-
-
-def test_etag_cache_round_trip(cache: ETagCache) -> None:
-    key = "GET https://api.github.com/repos/o/r/pulls?state=open token:ab12"
-    assert cache.get_validators(key) is None
-    cache.put_validators(key, Validators(etag='W/"1"', last_modified="Mon, 02 Nov 2026"))
-    assert cache.get_validators(key) == Validators('W/"1"', "Mon, 02 Nov 2026")
-    cache.put_validators(key, Validators(etag='"2"'))
-    assert cache.get_validators(key) == Validators('"2"', None)
-    assert cache.get_validators(key + " ") is None
-
-
-def test_etags_survive_a_restart(tmp_path: Path) -> None:
-    with SqliteStore(tmp_path / "s.db") as store:
-        StoredETags(store).put_validators("k", Validators('"e"', "Tue"))
-    with SqliteStore(tmp_path / "s.db") as store:
-        assert StoredETags(store).get_validators("k") == Validators('"e"', "Tue")
-
-
-# -- the migrate command --------------------------------------------------------------------
-
-
-def test_migrate_cli_creates_and_upgrades(tmp_path: Path) -> None:
-    fresh = tmp_path / "fresh.db"
-    out = io.StringIO()
-    with redirect_stdout(out):
-        assert main(["migrate", "--store", str(fresh)]) == 0
-    assert out.getvalue() == f"{fresh}: schema version {HEAD_VERSION}\n"
-
-    old = tmp_path / "old.db"
-    SqliteStore(old, migrations=MIGRATIONS[:7]).close()
-    out = io.StringIO()
-    with redirect_stdout(out):
-        assert main(["migrate", "--store", str(old)]) == 0
-    assert out.getvalue().endswith(f"schema version {HEAD_VERSION}\n")
-    with SqliteStore(old) as store:
-        assert store.version == HEAD_VERSION
-
-
-def test_migrate_as_a_subprocess(tmp_path: Path) -> None:
-    path = tmp_path / "state.db"
-    done = subprocess.run(
-        [sys.executable, "-m", "service", "migrate", "--store", str(path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == f"{path}: schema version {HEAD_VERSION}\n"
-    conn = sqlite3.connect(path)
-    try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == HEAD_VERSION
-        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    finally:
-        conn.close()
-
-
-def test_storing_a_variant_replaces_the_other_variants_of_its_resource(tmp_path: Path) -> None:
-    from service.etags import ETagStore, Validators
-
-    with SqliteStore(tmp_path / "s.db") as store:
-        for cache in (StoredETags(store), ETagStore()):
-            cache.put_validators("gh:v1:i1:json /repos/o/r/pulls#told", Validators('W/"1"'))
-            cache.put_validators("gh:v1:i1:json /repos/o/r/pulls?page=2#told", Validators("p2"))
-            cache.put_validators("gh:v1:i1:json /repos/o/r/pulls#tnew", Validators('W/"2"'))
-            assert cache.get_validators("gh:v1:i1:json /repos/o/r/pulls#told") is None
-            fresh = cache.get_validators("gh:v1:i1:json /repos/o/r/pulls#tnew")
-            assert fresh == Validators('W/"2"')
-            # Another resource that merely shares a prefix is untouched.
-            assert cache.get_validators("gh:v1:i1:json /repos/o/r/pulls?page=2#told") == (
-                Validators("p2"))
-        with store.read() as conn:
-            assert conn.execute("SELECT COUNT(*) FROM etags").fetchone()[0] == 2
