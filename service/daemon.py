@@ -258,7 +258,7 @@ async def run(
                                           "port": config.server.port, "error": str(exc)})
         return 1
     try:
-        store = open_store(config.store)
+        store = open_store(config.store, role=role)
     except Exception as exc:
         log.error("cannot open the store", extra={"path": store_label(config.store),
                                                   "error": f"{type(exc).__name__}: {exc}"})

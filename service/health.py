@@ -192,14 +192,18 @@ class Health:
         """``{"status": ..., "checks": {...}}`` at ``now`` (reads the store)."""
         _aware(now)
         checks: dict[str, dict[str, object]] = {"store": self._store_check()}
+        # The lock guards the reports in memory only, and is never held across a store
+        # call: components report from the event loop, and a store that hangs (an outage
+        # waits out the pool's timeout) must not make the loop wait for this lock.
         with self._lock:
             checks["poller"] = self._poller_check(now)
             checks["workers"] = self._workers_check()
-            checks["breaker"] = self._breaker_check(now)
             checks["github_auth"] = self._auth_check()
             checks["engine"] = self._engine_check()
             checks["check_runs"] = self._check_runs_check()
             checks["config"] = self._config_check()
+        reachable = "schema_version" in checks["store"]
+        checks["breaker"] = self._breaker_check(now, store_up=reachable)
         # An engine that cannot start fails its own check, but the process stays ready:
         # it still takes webhooks and queues them for when the engine is back.
         statuses = {DEGRADED if name == "engine" and check["status"] == FAILING
@@ -263,7 +267,12 @@ class Health:
             "dead": dict(sorted(workers.dead.items())),
         }
 
-    def _breaker_check(self, now: datetime) -> dict[str, object]:
+    def _breaker_check(self, now: datetime, *, store_up: bool) -> dict[str, object]:
+        if self._breaker_probe is not None and not store_up:
+            # The breaker lives in the store: asking it again would only wait out the
+            # same outage a second time.
+            return {"status": DEGRADED, "tripped": None,
+                    "detail": "breaker state unreadable: the store is unreachable"}
         if self._breaker_probe is not None:
             try:
                 tripped, until = self._breaker_probe(now)

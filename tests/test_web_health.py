@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -37,6 +38,43 @@ def status(health: Health) -> tuple[str, dict[str, str]]:
 
 
 # -- the registry -----------------------------------------------------------------------------
+
+
+def test_a_report_waiting_on_the_store_never_holds_up_a_component_reporting(
+        store: SqliteStore) -> None:
+    """The report reads the store (the breaker lives there) on a worker thread; in an
+    outage that read waits out the store's timeout. Components report from the event
+    loop meanwhile (the poller standing by): their reports must not wait for it."""
+    probing, release = threading.Event(), threading.Event()
+
+    def hung_breaker(now: datetime) -> tuple[bool, datetime | None]:
+        probing.set()
+        release.wait(60)
+        return False, None
+
+    health = Health(store, breaker_probe=hung_breaker)
+    health.poller_started(INTERVAL, NOW)
+    reporting = threading.Thread(target=health.report, args=(NOW,))
+    reporting.start()
+    try:
+        assert probing.wait(60)
+        reported = threading.Thread(target=health.poller_standing_by, args=(NOW,))
+        reported.start()
+        reported.join(30)
+        assert not reported.is_alive(), "a component's report waited for the store"
+    finally:
+        release.set()
+        reporting.join(60)
+
+
+def test_with_the_store_unreachable_the_breaker_is_not_asked_a_second_time(
+        store: SqliteStore) -> None:
+    asked: list[datetime] = []
+    health = Health(store, breaker_probe=lambda now: asked.append(now) or (False, None))
+    store.close()
+    overall, checks = status(health)
+    assert (overall, checks["store"], checks["breaker"]) == (FAILING, FAILING, DEGRADED)
+    assert asked == []
 
 
 def test_a_web_only_process_is_ok_with_nothing_else_running(store: SqliteStore) -> None:

@@ -328,3 +328,46 @@ def test_requests_still_waiting_when_the_writer_is_cancelled_are_told() -> None:
 def test_max_batch_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_batch"):
         _writer(FakeStore(), max_batch=0)
+
+
+class StoreDown(Exception):
+    """What the store raises when it cannot be reached (a database outage)."""
+
+
+@pytest.mark.parametrize("down", [True, False], ids=["store unavailable", "another error"])
+def test_what_queued_behind_a_batch_the_store_could_not_take_fails_with_it(
+        down: bool) -> None:
+    """In an outage each batch waits out the store's timeout: the deliveries that queued
+    behind a failed one are answered at once, not one timeout later each. Any other
+    failure is that batch's own, and the next batch is still written."""
+    store = FakeStore()
+    store.busy = True  # every batch takes the blocking path, on a thread
+    entered, gate = threading.Event(), threading.Event()
+    write = store.write
+
+    def slow_write(batch: Sequence[int]) -> list[Outcome]:
+        entered.set()
+        gate.wait(30)
+        if len(store.write_threads) == 0:
+            store.write_threads.append(threading.current_thread())
+            raise StoreDown("no connection in time") if down else OSError("disk full")
+        return write(batch)
+
+    writer = GroupCommit(store.stage, slow_write,  # type: ignore[arg-type]
+                         unavailable=lambda exc: isinstance(exc, StoreDown))
+
+    async def scenario() -> list[str | BaseException]:
+        first = asyncio.ensure_future(writer.submit(1))
+        await asyncio.get_running_loop().run_in_executor(None, entered.wait, 30)
+        rest = [asyncio.ensure_future(writer.submit(v)) for v in (2, 3, 4)]
+        await asyncio.sleep(0)
+        gate.set()
+        return await asyncio.gather(first, *rest, return_exceptions=True)
+
+    outcomes = asyncio.run(scenario())
+    if down:
+        assert all(isinstance(o, StoreDown) for o in outcomes)
+        assert store.written == []  # the store was not asked again for those behind
+    else:
+        assert isinstance(outcomes[0], OSError)
+        assert outcomes[1:] == ["done 2", "done 3", "done 4"]

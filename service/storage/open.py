@@ -10,13 +10,15 @@ from service.storage.database import Database
 __all__ = ["open_store", "store_label"]
 
 
-def open_store(config: StoreConfig) -> Database:
-    """Connect to (and migrate) the store ``config`` names."""
+def open_store(config: StoreConfig, *, role: str | None = None) -> Database:
+    """Connect to (and migrate) the store ``config`` names; ``role`` (serve's) is part of
+    the name the connections show the database server (``application_name``)."""
     if config.url is not None:
-        from service.storage.postgres import PostgresStore  # psycopg only when asked for
+        from service.storage.postgres import PostgresStore, application_name
 
         password = None if config.password is None else config.password.reveal()
-        return PostgresStore(config.url, password=password)
+        return PostgresStore(config.url, password=password,
+                             name=application_name(role))
     from service.storage.sqlite import SqliteStore
 
     return SqliteStore(config.path)

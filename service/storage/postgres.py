@@ -27,8 +27,10 @@ import contextlib
 import functools
 import itertools
 import logging
+import os
 import re
 import select
+import socket
 import threading
 import time
 import zlib
@@ -47,7 +49,7 @@ from service.storage.pg_schema import PG_MIGRATIONS
 log = logging.getLogger(__name__)
 
 __all__ = ["LEADER_LOCK", "NAMED_LOCK", "PG_HEAD_VERSION", "START_WAIT", "WRITE_LOCK",
-           "PostgresStore", "translate_placeholders"]
+           "PostgresStore", "application_name", "leader_lock_key", "translate_placeholders"]
 
 T = TypeVar("T")
 
@@ -59,8 +61,26 @@ _MIGRATE_LOCK: Final = 0x70726101
 LEADER_LOCK: Final = 0x7072610000000000  # plus the role's crc32
 NAMED_LOCK: Final = 0x7072620000000000  # plus the name's crc32 (``lock``/``try_lock``)
 DEFAULT_LOCK_TIMEOUT: Final = 5.0
-POOL_WAIT: Final = 5.0
+#: How long a caller waits for a connection before failing as "unavailable". In an outage
+#: a webhook is answered 503 after this long: well inside GitHub's 10 s, and inside the
+#: 5 s docs/SCALING.md promises.
+POOL_WAIT: Final = 3.0
 RECONNECT_GIVE_UP: Final = 10.0
+
+def application_name(role: str | None = None) -> str:
+    """What this process's connections are called on the server (``pg_stat_activity``):
+    ``pr-review-agent[ ROLE]@HOST:PID``, within PostgreSQL's 63 bytes. It tells an
+    operator which host holds a lock, the poller's leadership among them."""
+    who = f"@{socket.gethostname()}:{os.getpid()}"
+    name = "pr-review-agent" + (f" {role}" if role else "")
+    return (name + who).encode()[:63].decode(errors="ignore")
+
+
+def leader_lock_key(role: str) -> int:
+    """The session advisory lock that elects ``role``'s leader (``pg_locks.objid`` and
+    ``classid`` hold its low and high 32 bits)."""
+    return LEADER_LOCK + zlib.crc32(role.encode())
+
 
 # A placeholder outside a quoted string: ``?``, or ``:name`` (not ``::``, a cast).
 _TOKENS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|::|\?|:(\w+)|%")
@@ -251,9 +271,12 @@ class PostgresStore:
 
     def __init__(self, url: str, *, password: str | None = None,
                  lock_timeout: float = DEFAULT_LOCK_TIMEOUT, max_connections: int = 10,
-                 migrations: Sequence[tuple[str, ...]] = PG_MIGRATIONS) -> None:
+                 migrations: Sequence[tuple[str, ...]] = PG_MIGRATIONS,
+                 name: str | None = None) -> None:
         self._url = url
-        kwargs: dict[str, Any] = {"autocommit": True}
+        # ``name``: what the server shows for these connections (``application_name``).
+        kwargs: dict[str, Any] = {"autocommit": True,
+                                  "application_name": name or application_name()}
         if password is not None:
             kwargs["password"] = password
         timeout_ms = int(lock_timeout * 1000)
@@ -391,7 +414,7 @@ class PostgresStore:
 
     def leadership(self, role: str) -> _Leadership:
         """The election for ``role``, by a session advisory lock named for it."""
-        return _Leadership(self._url, self._kwargs, LEADER_LOCK + zlib.crc32(role.encode()))
+        return _Leadership(self._url, self._kwargs, leader_lock_key(role))
 
     @property
     def in_process(self) -> bool:

@@ -30,6 +30,11 @@ Before each batch the loop gets one pass: the answers of the batch just committe
 out (a sync on the loop does not yield, so they would otherwise wait for the next batch's
 sync too), and the requests read in that pass join the batch. A lone delivery goes at
 once.
+
+When a batch fails because the store cannot be reached (``unavailable``: a database
+outage, a lock held past the busy timeout), the deliveries that queued behind it fail at
+once with it: in an outage every delivery is answered within one store timeout of its
+arrival, not after the timeouts of every batch ahead of it.
 """
 
 from __future__ import annotations
@@ -107,6 +112,7 @@ class GroupCommit(Generic[T, R]):
         max_batch: int = MAX_BATCH,
         inline_sync: float = INLINE_SYNC_SECONDS,
         timer: Callable[[], float] = time.perf_counter,
+        unavailable: Callable[[Exception], bool] = lambda exc: False,
     ) -> None:
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
@@ -115,6 +121,7 @@ class GroupCommit(Generic[T, R]):
         self._max_batch = max_batch
         self._inline_sync = inline_sync
         self._timer = timer
+        self._unavailable = unavailable
         self._sync_average = 0.0  # seconds, over the syncs timed on the loop
         self._slow = 0  # batches committed on a thread since the average went over
         self._pending: list[_Item[T, R]] = []
@@ -169,6 +176,15 @@ class GroupCommit(Generic[T, R]):
                 outcomes = await self._batch(loop, [item.value for item in items])
                 _resolve(items, outcomes)
                 items = []
+                down = _down(outcomes, self._unavailable)
+                if down is not None and self._pending:
+                    # The store could not be reached for the whole wait of this batch:
+                    # what queued behind it meanwhile fails now, with the same answer,
+                    # instead of each batch waiting out the store's timeout in turn (the
+                    # n-th would be answered after n timeouts). What arrives from here on
+                    # starts a fresh batch, which tries the store again.
+                    failed, self._pending = self._pending, []
+                    _resolve(failed, [down] * len(failed))
         finally:
             self._loop = None
             self._drain_task = None
@@ -209,6 +225,16 @@ class GroupCommit(Generic[T, R]):
             return _checked(await loop.run_in_executor(None, self._write, batch), batch)
         except Exception as exc:
             return [exc] * len(batch)
+
+
+def _down(outcomes: Sequence[R | Exception],
+          unavailable: Callable[[Exception], bool]) -> Exception | None:
+    """The error when every item of a batch failed because the store is unavailable."""
+    first = outcomes[0] if outcomes else None
+    if isinstance(first, Exception) and unavailable(first) and all(
+            isinstance(o, Exception) for o in outcomes):
+        return first
+    return None
 
 
 def _checked(outcomes: Sequence[R | Exception], batch: Sequence[object]) -> Sequence[R | Exception]:

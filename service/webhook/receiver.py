@@ -41,6 +41,7 @@ from starlette.types import Receive, Scope, Send
 from service.config import Config
 from service.github.webhooks import SignatureError, check_signature
 from service.metrics.instruments import Metrics
+from service.storage import is_contention, is_unavailable
 from service.webhook.deliveries import (
     STORE_ERRORS,
     DeliveryLog,
@@ -137,7 +138,8 @@ class WebhookReceiver:
         self._metrics = metrics
         self._secrets = config.github.webhook_secrets
         self._writer: GroupCommit[Received, Result] = GroupCommit(
-            deliveries.stage, deliveries.receive_batch)
+            deliveries.stage, deliveries.receive_batch,
+            unavailable=lambda exc: is_unavailable(exc) or is_contention(exc))
         self._clock = clock
         self._on_change = on_installation_change
         self._on_enqueued = on_enqueued

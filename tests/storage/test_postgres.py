@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +23,8 @@ from service.storage.postgres import (
     START_WAIT,
     WRITE_LOCK,
     PostgresStore,
+    application_name,
+    leader_lock_key,
     translate_placeholders,
 )
 from service.storage.queue import Claim, ReviewQueue
@@ -180,10 +183,36 @@ def test_one_leader_at_a_time_and_a_dead_one_is_replaced(pg: PostgresStore,
 
 def pg_lock_objid(role: str) -> int:
     """The low 32 bits of the role's lock key, as pg_locks shows it (``objid``)."""
-    import zlib
+    return leader_lock_key(role) & 0xFFFFFFFF
 
-    from service.storage.postgres import LEADER_LOCK
-    return (LEADER_LOCK + zlib.crc32(role.encode())) & 0xFFFFFFFF
+
+#: docs/SCALING.md's query: which host leads the poller.
+WHO_LEADS = """
+SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+ WHERE l.locktype = 'advisory' AND l.granted AND l.objid = %s AND l.classid = %s
+   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+"""
+
+
+def test_the_pollers_leader_is_named_on_the_server_by_host_and_role(conninfo: str) -> None:
+    """An operator can see which host holds the poller's lock: every connection carries
+    ``application_name`` with the role, the host and the process."""
+    url, _ = as_url(conninfo)
+    with open_store(StoreConfig(url=url), role="poller") as store:
+        leadership = store.leadership("poller")  # type: ignore[attr-defined]
+        try:
+            assert leadership.lead()
+            key = leader_lock_key("poller")
+            with psycopg.connect(conninfo, autocommit=True) as admin:
+                (name,), = admin.execute(WHO_LEADS, (key & 0xFFFFFFFF, key >> 32)).fetchall()
+                names = {n for (n,) in admin.execute(
+                    "SELECT application_name FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid != pg_backend_pid()")}
+        finally:
+            leadership.close()
+    assert name == application_name("poller")
+    assert name.startswith("pr-review-agent poller@") and name.endswith(f":{os.getpid()}")
+    assert names == {name}  # the pool's connections too
 
 
 def test_every_process_on_one_file_leads(tmp_path: Path) -> None:
@@ -348,3 +377,12 @@ def test_a_start_waits_for_a_server_that_is_not_up_yet_but_not_for_a_wrong_passw
         assert isinstance(store, PostgresStore), store
         with store:
             assert store.version == PG_HEAD_VERSION
+
+
+def test_scaling_md_names_the_pollers_lock_by_its_real_key() -> None:
+    import re
+    text = (Path(__file__).resolve().parents[2] / "docs" / "SCALING.md").read_text()
+    found = re.search(r"l\.classid = (\d+) AND l\.objid = (\d+)", text)
+    assert found is not None
+    key = leader_lock_key("poller")
+    assert (int(found[1]), int(found[2])) == (key >> 32, key & 0xFFFFFFFF)
