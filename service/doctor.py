@@ -1,8 +1,10 @@
 """``pr-review-agent doctor --config FILE``: what would make the first review fail, found
 before it does.
 
-Each check prints one line: ``ok``, ``info``, or ``PROBLEM`` followed by what to do. The
-checks, in the order a review needs them:
+Each check prints one line: ``ok``, ``info``, ``WARN`` or ``PROBLEM`` followed by what to
+do. ``PROBLEM`` is only what will fail; what doctor cannot know from here (a credential the
+engine's command may not need, an address a proxy may forward to) is a ``WARN`` that says
+so. The checks, in the order a review needs them:
 
 1. **engine** — for ``claude_code``: the command is found and ``--version`` answers (the
    version is printed); a credential variable of ``engine.credential_env`` is set; the
@@ -14,8 +16,8 @@ checks, in the order a review needs them:
 3. **store** — it opens (and is migrated, as ``serve`` would) at this code's version.
 4. **webhook** — the URL GitHub must deliver to, and how to test it.
 
-Nothing here writes to GitHub. Exit 0 when no check found a problem, 1 otherwise, 2 for a
-config that does not load.
+Nothing here writes to GitHub. Exit 0 when no check found a problem (warnings included), 1
+otherwise, 2 for a config that does not load.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Literal, TextIO
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -41,7 +44,7 @@ __all__ = ["Check", "check_command", "check_engine", "check_github", "check_stor
 VERSION_TIMEOUT: Final = 20.0
 SHOWN_REPOSITORIES: Final = 10
 
-Status = Literal["ok", "info", "PROBLEM"]
+Status = Literal["ok", "info", "WARN", "PROBLEM"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,10 @@ def _ok(what: str, detail: str) -> Check:
 
 def _problem(what: str, detail: str) -> Check:
     return Check("PROBLEM", what, detail)
+
+
+def _warn(what: str, detail: str) -> Check:
+    return Check("WARN", what, detail)
 
 
 # -- the engine -------------------------------------------------------------------------
@@ -96,10 +103,14 @@ def check_engine(config: Config, config_path: str, environ: Mapping[str, str], *
     if present:
         found.append(_ok("engine credential", f"{', '.join(present)} set"))
     else:
-        found.append(_problem(
-            "engine credential", f"none of {', '.join(names)} is set, so claude is not logged "
-            "in and every review would end engine_unavailable: run `claude setup-token` once "
-            f"and export the token as {names[0]} in the service's environment"))
+        # The real CLI needs one of these (it runs with a throwaway HOME, so a login
+        # stored in ~/.claude is not seen); a stand-in command, or a wrapper that logs in
+        # its own way, may not. Doctor cannot tell which it runs, so it says so.
+        found.append(_warn(
+            "engine credential", f"none of {', '.join(names)} is set. The Claude Code CLI "
+            "needs one (else every review ends engine_unavailable): run `claude setup-token` "
+            f"once and export the token as {names[0]} in the service's environment. Ignore "
+            f"this if {engine.command!r} is a stand-in or logs in another way"))
     found.append(_isolation(config, config_path, environ))
     return found
 
@@ -246,10 +257,13 @@ def check_webhook(config: Config, config_path: str) -> list[Check]:
                    f"{config_path} --event ping PAYLOAD.json; on GitHub: the App's settings → "
                    "Advanced → Recent Deliveries → Redeliver, then look for `webhook "
                    "delivery` in the log")]
-    if not server.public_url and server.host in ("127.0.0.1", "localhost", "::1"):
-        found.append(_problem("webhook", f"server.host is {server.host}, which GitHub cannot "
-                              "reach: set server.public_url to the address GitHub uses (a "
-                              "reverse proxy or tunnel) or listen on 0.0.0.0"))
+    loopback = ("127.0.0.1", "localhost", "::1")
+    github_here = (urlsplit(config.github.api_url).hostname or "") in loopback
+    if not server.public_url and server.host in loopback and not github_here:
+        # A reverse proxy or a tunnel on this host may forward to it: not known to fail.
+        found.append(_warn("webhook", f"server.host is {server.host}: GitHub reaches it only "
+                           "through a reverse proxy or tunnel on this host. If there is one, "
+                           "set server.public_url to its address; if not, listen on 0.0.0.0"))
     return found
 
 
@@ -271,5 +285,7 @@ def doctor(config: Config, config_path: str, environ: Mapping[str, str], *,
     report([check_store(config)])
     report(check_webhook(config, config_path))
     problems = sum(1 for c in checks if c.status == "PROBLEM")
-    print(f"{problems} problem(s) found" if problems else "no problems found", file=out)
+    warnings = sum(1 for c in checks if c.status == "WARN")
+    said = f"{problems} problem(s) found" if problems else "no problems found"
+    print(said + (f", {warnings} warning(s)" if warnings else ""), file=out)
     return 1 if problems else 0

@@ -87,11 +87,22 @@ def test_good_file_exits_0_with_the_limits(
     assert "  budget window daily (24 h): 85714 tokens (40% of weekly_tokens 1500000, ÷ 7)" in lines
     assert "  budget window weekly (7 d): 600000 tokens (40% of weekly_tokens 1500000)" in lines
     assert "  budget max_run_tokens: 30000 reserved per run" in lines
-    assert f"  store: {config_dir / 'state.db'}" in lines
+    assert f"  store: SQLite file {config_dir / 'state.db'}" in lines
     [isolation] = [line for line in lines if line.startswith("  engine isolation: ")]
     assert isolation.startswith("  engine isolation: landlock (ABI ") and "cannot open" in isolation
     assert WEBHOOK_SECRET not in out
     assert pem.decode().splitlines()[1] not in out
+
+
+def test_a_postgresql_store_is_named_by_its_url(
+    config_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = config_dir / "pg.yaml"
+    path.write_text(GOOD + "store:\n  url: postgresql://agent@db.internal/reviews\n")
+    assert main(["check-config", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "  store: PostgreSQL at postgresql://agent@db.internal/reviews" in lines
+    assert not any("state.db" in line for line in lines)
 
 
 def test_an_engine_sandbox_that_opens_the_secrets_is_a_problem(

@@ -78,14 +78,34 @@ def test_every_problem_is_one_line_saying_what_to_do(tmp_path: Path) -> None:
     problems = [line for line in lines if line.startswith("PROBLEM")]
     assert problems[0].startswith("PROBLEM engine: 'no-such-claude' is not on PATH: install "
                                   "Claude Code")
-    assert problems[1].startswith("PROBLEM engine credential: none of CLAUDE_CODE_OAUTH_TOKEN "
-                                  "is set") and "claude setup-token" in problems[1]
-    assert problems[2].startswith("PROBLEM github: GitHub refused the App's JWT") and (
-        "generate a new key in the App's settings" in problems[2])
-    assert problems[3].startswith("PROBLEM webhook: server.host is 127.0.0.1, which GitHub "
-                                  "cannot reach")
-    assert len(problems) == 4
-    assert lines[-1] == "4 problem(s) found"
+    assert problems[1].startswith("PROBLEM github: GitHub refused the App's JWT") and (
+        "generate a new key in the App's settings" in problems[1])
+    assert len(problems) == 2
+    # What doctor cannot know is a warning that says so, never a problem.
+    warnings = [line for line in lines if line.startswith("WARN")]
+    assert warnings[0].startswith("WARN    engine credential: none of "
+                                  "CLAUDE_CODE_OAUTH_TOKEN is set") and (
+        "claude setup-token" in warnings[0] and "stand-in" in warnings[0])
+    assert warnings[1].startswith("WARN    webhook: server.host is 127.0.0.1: GitHub reaches "
+                                  "it only through a reverse proxy or tunnel")
+    assert len(warnings) == 2
+    assert lines[-1] == "2 problem(s) found, 2 warning(s)"
+
+
+def test_the_development_setup_has_no_problem(tmp_path: Path) -> None:
+    """DEVELOPMENT.md's walk-through: the simulator on loopback as GitHub, the fake
+    ``claude`` needing no credential, the server on 127.0.0.1. Nothing there will fail,
+    so doctor exits 0; the credential it cannot judge is a warning."""
+    harness = Harness.create()
+    scenario = Scenario(tmp_path / "claude")
+    path = config_file(tmp_path, scenario, server={"host": "127.0.0.1"},
+                       github={"api_url": "http://127.0.0.1:9999"})
+    code, lines = run(path, harness, base_env())
+    assert code == 0, lines
+    assert not any(line.startswith("PROBLEM") for line in lines)
+    assert [line.split(":")[0] for line in lines if line.startswith("WARN")] == [
+        "WARN    engine credential"]
+    assert lines[-1] == "no problems found, 1 warning(s)"
 
 
 def _other_key() -> str:

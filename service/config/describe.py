@@ -38,7 +38,8 @@ def describe_config(config: Config) -> list[str]:
         + (f"; public URL {srv.public_url}" if srv.public_url else ""),
         "GET /budget: "
         + ("needs the admin token" if srv.admin_token is not None else "open (no admin token)"),
-        f"store: {config.store.path}",
+        (f"store: PostgreSQL at {config.store.url}" if config.store.url is not None
+         else f"store: SQLite file {config.store.path}"),
         f"poller: every {config.poller.interval_seconds} s",
         f"triggers: mention {trig.mention}; auto review {_on(trig.auto_review)}; "
         f"on push {_on(trig.on_push)}",
