@@ -333,3 +333,38 @@ def test_kubernetes_names_a_registry_requires_the_credential_and_has_an_ingress(
     assert backend["name"] == docs["Service"]["metadata"]["name"]
     assert backend["port"]["name"] == docs["Service"]["spec"]["ports"][0]["name"]
     assert ingress["tls"][0]["hosts"] == [rule["host"]]
+
+
+def test_the_build_context_lets_through_what_the_image_copies_and_nothing_else() -> None:
+    """``.dockerignore`` is an allowlist: the Dockerfile's COPY sources, and no secret,
+    store, config or virtual environment of a checkout."""
+    lines = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    assert lines[0] == "*"  # everything is left out unless let through below
+    allowed = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
+    sources = {source.rstrip("/") for found in re.findall(
+        r"^COPY (?!--from)(.+) \S+$", dockerfile(), re.MULTILINE) for source in found.split()}
+    assert sources and sources <= allowed, (sources, allowed)
+    assert allowed == {"requirements.lock", "service"}
+
+
+@pytest.mark.parametrize("path", [
+    "config.yaml", "secrets/github-app-1.pem", "dev/secrets/github-app-1.pem",
+    "dev/config.yaml", "deploy/secrets/webhook", "elsewhere/secrets/key",
+    "state.db", "dev/state.db", "deploy/postgres-password", "deploy/.env", "app.pem",
+])
+def test_git_never_offers_a_secret_or_a_store_for_commit(path: str) -> None:
+    import subprocess
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", "-q", path], cwd=ROOT,
+                             check=False)
+    assert ignored.returncode == 0, f"{path} is not ignored by .gitignore"
+
+
+def test_compose_copies_into_postgresql_with_its_password_file() -> None:
+    text = (DEPLOY / "docker-compose.yml").read_text()
+    found = re.search(r"migrate \\\n#\s+--from (\S+) \\\n#\s+--to (\S+) \\\n#\s+"
+                      r"--password-file (\S+)", text)
+    assert found, "the compose file's migrate step gives --password-file"
+    args = build_parser().parse_args(["migrate", "--from", found[1], "--to", found[2],
+                                      "--password-file", found[3]])
+    assert args.password_file == f"{DATA}/secrets/postgres-password"
