@@ -353,4 +353,12 @@ Handler = Callable[[argparse.Namespace, TextIO, TextIO], int]
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler: Handler = args.handler
-    return handler(args, sys.stdout, sys.stderr)
+    try:
+        return handler(args, sys.stdout, sys.stderr)
+    except BrokenPipeError:
+        # The reader went away (`queue list | head`): stop quietly, as a Unix tool does.
+        # Python's own recipe: point stdout at /dev/null so the flush at exit cannot
+        # raise a second time.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a command the pipe ended

@@ -16,7 +16,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
-from service.config import ConfigError, MissingCredentials, load_config, with_port
+from service.config import (
+    ConfigError,
+    MissingCredentials,
+    load_config,
+    public_url_problem,
+    with_port,
+)
 from service.daemon import check_role, listen, serve
 from service.services import Clock, utc_now
 from service.setup.files import new_config_text, writable_problem, write_config
@@ -40,12 +46,17 @@ def register_and_serve(config_path: str, role: str, *, public_url: str | None,
               "page to register it from: run `serve --role all` (or web) once first.",
               file=err)
         return 2
+    if public_url is not None and (problem := public_url_problem(public_url)) is not None:
+        print(f"serve: --public-url {problem}", file=err)
+        return 2
     if not path.exists():
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             problem = writable_problem(path)
             if problem is None:
-                write_config(path, new_config_text(path, clock()))
+                write_config(path, new_config_text(
+                    path, clock(), public_url=None if public_url is None
+                    else public_url.rstrip("/")))
         except OSError as exc:
             problem = f"cannot create {path}: {exc.strerror or type(exc).__name__}"
         if problem is not None:

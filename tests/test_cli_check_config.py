@@ -128,8 +128,10 @@ def test_isolation_is_checked_for_its_value(
     path.write_text(GOOD + "engine:\n  isolation: landlok\n  isolation_write_paths: [rel]\n")
     assert main(["check-config", str(path)]) == 2
     _, err = capsys.readouterr()
-    assert "  engine.isolation: must be one of landlock, none, got \"landlok\"" in err
-    assert "  engine.isolation_write_paths[0]: must look like an absolute path, got \"rel\"" in err
+    # Every problem names its line, as a repository file's do.
+    assert "  line 11: engine.isolation: must be one of landlock, none, got \"landlok\"" in err
+    assert ("  line 12: engine.isolation_write_paths[0]: must look like an absolute path, "
+            "got \"rel\"") in err
 
 
 def test_bad_file_exits_2_listing_every_problem(
@@ -143,10 +145,12 @@ def test_bad_file_exits_2_listing_every_problem(
     assert out == ""
     assert err.splitlines() == [
         f"{path}: 4 problem(s)",
-        f"  github.webhook_secret_file: cannot read {config_dir / 'missing-webhook'}: no such file",
-        "  budget.weekly_tokens: required (your estimate of the plan's rolling weekly limit)",
-        "  budget.max_run_tokens: must be an integer, got true",
-        "  budget.weekly_token: unknown key (did you mean weekly_tokens?)",
+        f"  line 4: github.webhook_secret_file: cannot read {config_dir / 'missing-webhook'}: "
+        "no such file",
+        "  line 6: budget.weekly_tokens: required (your estimate of the plan's rolling weekly "
+        "limit)",
+        "  line 10: budget.max_run_tokens: must be an integer, got true",
+        "  line 9: budget.weekly_token: unknown key (did you mean weekly_tokens?)",
     ]
 
 

@@ -759,8 +759,9 @@ def test_duplicate_keys_are_refused_with_the_rest(secrets_dir: Path) -> None:
     line = first.count("\n") + 1
     assert caught.value.problems == [
         f'line {line}, column 1: duplicate key "budget" (only the last one would take effect)',
-        "budget.weekly_tokens: required (your estimate of the plan's rolling weekly limit)",
-        "budget.max_run_tokens: required (the tokens reserved for each run)",
+        f"line {line}: budget.weekly_tokens: required (your estimate of the plan's rolling "
+        "weekly limit)",
+        f"line {line}: budget.max_run_tokens: required (the tokens reserved for each run)",
     ]
 
 
@@ -810,7 +811,7 @@ def test_every_problem_is_reported_together(secrets_dir: Path) -> None:
 def test_describe_shows_the_derived_limits(secrets_dir: Path) -> None:
     lines = describe_config(parse_config(minimal(), {}, secrets_dir))
     assert "github: app 123456 at https://api.github.com" in lines
-    assert f"store: {secrets_dir / 'state.db'}" in lines
+    assert f"store: SQLite file {secrets_dir / 'state.db'}" in lines
     assert "budget: enabled; reviewer share 40%" in lines
     assert "budget window session (5 h): 35200 tokens (40% of session_tokens 88000)" in lines
     assert "budget window daily (24 h): 85714 tokens (40% of weekly_tokens 1500000, ÷ 7)" in lines

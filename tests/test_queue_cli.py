@@ -191,3 +191,24 @@ def test_the_storage_steps_hold_on_both_backends(database: Database) -> None:
         assert not runs.republish(tx, "k")
         assert [r["dedupe_key"] for r in runs.listing(tx, repo="o/r")] == ["k"]
         assert runs.listing(tx, failed=True) == []
+
+
+def test_a_listing_cut_short_by_its_reader_ends_quietly(config: Path) -> None:
+    """``queue list | head -1``: the pipe closes early; no traceback, the exit of a tool
+    the pipe ended."""
+    import subprocess
+    import sys
+    queue = ReviewQueue(store_of(config))
+    for n in range(2000):
+        queue.enqueue(opened(n + 1, f"{n:040x}"), now=NOW)
+    root = Path(__file__).resolve().parents[1]
+    with subprocess.Popen(
+            [sys.executable, "-m", "service", "queue", "list", "--config", str(config)],
+            cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as listing:
+        assert listing.stdout is not None and listing.stderr is not None
+        first = listing.stdout.readline()
+        listing.stdout.close()  # `head -1` has what it wanted
+        err = listing.stderr.read().decode()
+        code = listing.wait(timeout=120)
+    assert first and "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert code == 141

@@ -148,10 +148,15 @@ async def test_an_unchanged_file_is_revalidated_for_nothing(sim: Sim) -> None:
 
 
 @pytest.mark.anyio
-async def test_no_files_apply_nothing_and_say_nothing(sim: Sim) -> None:
+async def test_no_files_apply_nothing_and_say_nothing(
+        sim: Sim, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO")
     found = await configs(sim).fresh(sim.installation_id, REPO)
     assert found.settings == RepoSettings() and found.notes == ()
     assert [status for _, status, _ in contents_requests(sim)] == [404, 404]
+    # An absent file is the usual case, not a failure: nothing at INFO or above says so.
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("service")
+            and ("404" in r.getMessage() or getattr(r, "http_status", None) == 404)] == []
 
 
 @pytest.mark.anyio

@@ -161,6 +161,26 @@ def test_the_template_is_valid_but_for_registration(tmp_path: Path) -> None:
     assert f"{budget.session_limit} tokens per 5 hours" in text
 
 
+def test_the_template_sets_the_public_url_serve_was_given(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+    path = tmp_path / "config.yaml"
+    path.write_text(new_config_text(path, datetime(2026, 5, 1, tzinfo=UTC),
+                                    public_url="https://reviews.example.com/agent"))
+    with pytest.raises(MissingCredentials) as caught:
+        load_config(path, {})
+    assert caught.value.config.server.public_url == "https://reviews.example.com/agent"
+    assert "# public_url" not in path.read_text()
+
+
+def test_serve_with_a_bad_public_url_writes_no_config(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from service.cli import main
+    path = tmp_path / "new" / "config.yaml"
+    assert main(["serve", "--config", str(path), "--public-url", "reviews.example.com"]) == 2
+    assert "--public-url must be an http(s) URL" in capsys.readouterr().err
+    assert not path.exists()
+
+
 def test_check_config_says_registration_is_the_one_step_left(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "config.yaml"

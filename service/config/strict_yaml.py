@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, Final
 
 import yaml
 
@@ -20,7 +22,9 @@ from service.config.schema import Config
 from service.config.secrets import read_text
 from service.config.validate import parse_config
 
-__all__ = ["load_config", "load_strict", "with_port", "yaml_problem"]
+__all__ = ["at_line", "key_lines", "load_config", "load_strict", "with_port", "yaml_problem"]
+
+_KEY_PATH: Final = re.compile(r"^([\w.\[\]]+): (.*)$", re.S)
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -73,6 +77,8 @@ def load_config(path: str | os.PathLike[str], environ: Mapping[str, str]) -> Con
     try:
         config = parse_config(data, environ, base_dir)
     except ConfigError as exc:
+        lines = key_lines(text)
+        exc.problems = [at_line(problem, lines) for problem in exc.problems]
         if exc.registration_needed and not duplicates:
             raise
         raise ConfigError(duplicates + exc.problems) from None
@@ -107,3 +113,42 @@ def with_port(config: Config, port: int | None) -> Config:
     if not 1 <= port <= 65535:
         raise ValueError(f"port must be between 1 and 65535, got {port}")
     return dataclasses.replace(config, server=dataclasses.replace(config.server, port=port))
+
+
+def key_lines(text: str) -> dict[str, int]:
+    """Each key path's line (1-based), from the document's node tree (of a key written
+    twice, the later one: the one in effect)."""
+    lines: dict[str, int] = {}
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, yaml.MappingNode):
+            # Of a key written twice only the later one is in effect, subtree and all.
+            last = {str(key.value): (key, value) for key, value in node.value}
+            for key_node, value_node in last.values():
+                name = f"{path}.{key_node.value}" if path else str(key_node.value)
+                lines[name] = key_node.start_mark.line + 1
+                walk(value_node, name)
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                lines[f"{path}[{index}]"] = item.start_mark.line + 1
+                walk(item, f"{path}[{index}]")
+
+    walk(yaml.compose(text, Loader=yaml.SafeLoader), "")
+    return lines
+
+
+def at_line(problem: str, lines: Mapping[str, int]) -> str:
+    """``line 3: excluded_paths[1]: ...`` for a problem the reader phrased as
+    ``excluded_paths[1]: ...``."""
+    match = _KEY_PATH.match(problem)
+    if match is None:
+        return problem
+    path = match.group(1)
+    while path and path not in lines:  # the nearest enclosing key the document has
+        if path.endswith("]"):
+            path = path[:path.rindex("[")]
+        elif "." in path:
+            path = path.rpartition(".")[0]
+        else:
+            return problem
+    return f"line {lines[path]}: {problem}" if path else problem

@@ -318,7 +318,13 @@ class Requester:
             log.info("retrying after server error", extra={**extra, "wait_seconds": delay})
             await self._sleep(delay)
             return
-        log.info("github request failed", extra=extra)
+        if status == 404:
+            # Often an answer the caller expects (no such file, no such comment): it is
+            # raised as NotFound, and whoever did not expect it says so. Not a failure to
+            # log here.
+            log.debug("github answered 404 (not found)", extra=extra)
+        else:
+            log.info("github request failed", extra=extra)
         raise error_for_status(
             status, message,
             accepted_permissions=response.headers.get("x-accepted-github-permissions"),

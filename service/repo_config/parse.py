@@ -12,19 +12,18 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 import yaml
 
 from service.config.reader import MISSING, Section, show
-from service.config.strict_yaml import load_strict, yaml_problem
+from service.config.strict_yaml import at_line, key_lines, load_strict, yaml_problem
 from service.repo_config.keys import LANGUAGE, MAX_FILE_BYTES, MAX_INSTRUCTIONS, RepoSettings
 from service.severity import SEVERITIES
 
 __all__ = ["Parsed", "parse_repository_file"]
 
 T = TypeVar("T")
-_KEY_PATH: Final = re.compile(r"^([\w.\[\]]+): (.*)$", re.S)
 _SEGMENT: Final = re.compile(r"^[^/\\]+$")
 
 
@@ -62,8 +61,8 @@ def parse_repository_file(text: str | bytes) -> Parsed:
         return Parsed(RepoSettings(), (f"the file must be a mapping of keys, got {show(data)}",))
     problems: list[str] = []
     settings = _read(Section(problems, "", data))
-    lines = _key_lines(decoded)
-    found = tuple(duplicates) + tuple(_at_line(p, lines) for p in problems)
+    lines = key_lines(decoded)
+    found = tuple(duplicates) + tuple(at_line(p, lines) for p in problems)
     # A file with any problem is not half applied: the review runs with the defaults.
     return Parsed(RepoSettings() if found else settings, found)
 
@@ -149,39 +148,3 @@ def _language(s: Section, key: str) -> str | None:
                        f"most 40 characters), got {show(value)}")
         return None
     return value
-
-
-def _key_lines(text: str) -> dict[str, int]:
-    """Each key path's line (1-based), from the document's node tree."""
-    lines: dict[str, int] = {}
-
-    def walk(node: Any, path: str) -> None:
-        if isinstance(node, yaml.MappingNode):
-            for key_node, value_node in node.value:
-                name = f"{path}.{key_node.value}" if path else str(key_node.value)
-                lines.setdefault(name, key_node.start_mark.line + 1)
-                walk(value_node, name)
-        elif isinstance(node, yaml.SequenceNode):
-            for index, item in enumerate(node.value):
-                lines.setdefault(f"{path}[{index}]", item.start_mark.line + 1)
-                walk(item, f"{path}[{index}]")
-
-    walk(yaml.compose(text, Loader=yaml.SafeLoader), "")
-    return lines
-
-
-def _at_line(problem: str, lines: Mapping[str, int]) -> str:
-    """``line 3: excluded_paths[1]: ...`` for a problem the reader phrased as
-    ``excluded_paths[1]: ...``."""
-    match = _KEY_PATH.match(problem)
-    if match is None:
-        return problem
-    path = match.group(1)
-    while path and path not in lines:  # the nearest enclosing key the document has
-        if path.endswith("]"):
-            path = path[:path.rindex("[")]
-        elif "." in path:
-            path = path.rpartition(".")[0]
-        else:
-            return problem
-    return f"line {lines[path]}: {problem}" if path else problem

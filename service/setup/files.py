@@ -10,6 +10,7 @@ by a rename.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 from datetime import datetime
@@ -52,7 +53,7 @@ server:
   host: 0.0.0.0
   port: 8080
   webhook_path: /webhook
-  # public_url: https://reviews.example.com   # where GitHub reaches this server
+{public_url}
 store:
   path: state.db
 triggers: {{}}          # who may ask for a review, and when: docs/TRIGGERS.md
@@ -68,8 +69,9 @@ budget:
 
 
 def new_config_text(config_path: Path, now: datetime, budget: BudgetConfig = TEMPLATE_BUDGET,
-                    ) -> str:
-    """The first config: every section but ``github``, with a generated budget to review."""
+                    *, public_url: str | None = None) -> str:
+    """The first config: every section but ``github``, with a generated budget to review;
+    ``public_url`` (``serve --public-url``, checked by the caller) is written as set."""
     keys = [
         ("enabled", "true" if budget.enabled else "false", "false stops every review at once"),
         ("session_tokens", budget.session_tokens,
@@ -88,8 +90,12 @@ def new_config_text(config_path: Path, now: datetime, budget: BudgetConfig = TEM
         f"  # {budget.daily_limit} per 24 hours "
         f"({budget.daily_limit // budget.max_run_tokens}), {budget.weekly_limit} per 7 days.",
     ]
+    where = ("  # public_url: https://reviews.example.com   # where GitHub reaches this server"
+             if public_url is None else
+             f"  public_url: {json.dumps(public_url)}   # where GitHub reaches this server")
     return _HEADER.format(now=now.isoformat(timespec="seconds"), name=config_path.name,
-                          secrets=SECRETS_DIR, budget="\n".join(lines) + "\n")
+                          secrets=SECRETS_DIR, budget="\n".join(lines) + "\n",
+                          public_url=where)
 
 
 def writable_problem(config_path: Path) -> str | None:
