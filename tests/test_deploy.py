@@ -368,3 +368,19 @@ def test_compose_copies_into_postgresql_with_its_password_file() -> None:
     args = build_parser().parse_args(["migrate", "--from", found[1], "--to", found[2],
                                       "--password-file", found[3]])
     assert args.password_file == f"{DATA}/secrets/postgres-password"
+
+
+def test_the_docs_count_the_locked_distributions_the_lock_has() -> None:
+    pinned = re.findall(r"^[a-z0-9][a-z0-9._-]*==", (ROOT / "requirements.lock").read_text(),
+                        re.MULTILINE | re.IGNORECASE)
+    said = re.search(r"the (\d+) locked Python distributions",
+                     (ROOT / "docs" / "ONBOARDING.md").read_text())
+    assert said is not None and int(said[1]) == len(pinned)
+
+
+def test_the_operations_examples_show_this_codes_schema_version() -> None:
+    from service.storage import HEAD_VERSION
+    text = (ROOT / "docs" / "OPERATIONS.md").read_text()
+    shown = {int(n) for n in re.findall(r'"schema_version": (\d+)', text)}
+    shown |= {int(n) for n in re.findall(r"at schema version (\d+) \(this code's\)", text)}
+    assert shown == {HEAD_VERSION}

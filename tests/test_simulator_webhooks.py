@@ -314,3 +314,69 @@ async def test_manifest_conversion(sim: Harness) -> None:
     with pytest.raises(ValueError, match="not supported by permissions: issue_comment"):
         sim.world.create_manifest_code({**manifest, "default_permissions": {
             "pull_requests": "write"}})
+
+
+@pytest.mark.anyio
+async def test_an_event_emitted_while_deliveries_are_in_flight_waits_for_the_next(
+        sim: Harness) -> None:
+    """``POST /_simulator/webhooks/deliver`` sends what is pending; the receiver's own
+    answer (here: a comment the App posts while handling the delivery) emits an event
+    meanwhile, which must be delivered by the next call, not dropped."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from tests.simulator import control
+
+    world = sim.world
+    pr = world.add_pull(REPO, title="t", user="alice", head_sha="b" * 40,
+                        base_sha="a" * 40, diff="")
+    world.events.clear()
+    world.add_issue_comment(REPO, pr.number, user="alice", body="first", emit=True)
+    seen: list[str] = []
+
+    class Sink(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            self.rfile.read(int(self.headers["content-length"]))
+            seen.append(self.headers["x-github-event"])
+            if len(seen) == 1:  # the App answers the first delivery with a comment
+                world.add_issue_comment(REPO, pr.number, user="alice", body="second", emit=True)
+            self.send_response(202)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+    try:
+        first = await control.handle(world, "POST", "/_simulator/webhooks/deliver",
+                                     json.dumps({"url": url, "secret": "s"}).encode())
+        second = await control.handle(world, "POST", "/_simulator/webhooks/deliver",
+                                      json.dumps({"url": url, "secret": "s"}).encode())
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(json.loads(first.body)["delivered"]) == 1
+    assert len(json.loads(second.body)["delivered"]) == 1
+    assert seen == ["issue_comment", "issue_comment"] and world.events == []
+
+
+def test_the_readme_and_the_module_list_every_control_route() -> None:
+    import re
+    from pathlib import Path
+    here = Path(__file__).resolve().parent / "simulator"
+    source = (here / "control.py").read_text()
+    routes = set(re.findall(r'route == \("(GET|POST|DELETE)", "(/[\w/-]+)"\)', source))
+    assert ("POST", "/files") in routes and len(routes) > 10
+    readme = (here / "README.md").read_text()
+    section = readme[readme.index("## Control API"):readme.index("## github.com's pages")]
+    docstring = source[:source.index('"""', 3)]
+    for method, path in sorted(routes):
+        assert re.search(rf"\b{method}\b[^`]*`?[^`]*{re.escape(path)}\b", section) or (
+            re.search(rf"{method}(\|\w+)* {re.escape(path)}\b", section)), (method, path)
+        assert f"{method}    /_simulator{path}" in docstring or (
+            f"{method} /_simulator{path}" in docstring) or re.search(
+            rf"{method}\s+/_simulator{re.escape(path)}\b", docstring), (method, path)
+    assert "/work/" not in readme  # nothing outside the repository

@@ -10,6 +10,8 @@ over HTTP, for the standalone server (local development, out-of-process tests).
     DELETE /_simulator/faults
     POST   /_simulator/rate-limit              {"installation_id", "remaining"}
     POST   /_simulator/manifest-codes          {"manifest": {...}} -> 201 {"code"}
+    POST   /_simulator/files                   {"repo", "path", "content"} -> 204: a file on
+                                               the default branch (content null: deleted)
     GET    /_simulator/events                  webhooks the world emitted, not yet delivered
     POST   /_simulator/webhooks/deliver        {"url", "content_type"?, "app_id"?} -> deliver
                                                them (each signed with its App's secret)
@@ -57,14 +59,13 @@ async def _deliver(world: World, data: dict[str, Any]) -> Response:
     if not isinstance(url, str):
         return _reply({"message": "'url' is required"}, 400)
     only = data.get("app_id")
-    delivered, kept = [], []
+    delivered, sent = [], set()
     async with httpx.AsyncClient(timeout=10.0) as client:
         for event in list(world.events):
             # Each event goes to the App it belongs to, signed with that App's secret.
             inst = world.installations.get(event.installation_id or -1)
             app = world.apps[inst.app_id] if inst is not None else world.app
             if only is not None and app.id != int(only):
-                kept.append(event)
                 continue
             secret = data.get("secret") or app.webhook_secret
             if not isinstance(secret, str):
@@ -73,10 +74,13 @@ async def _deliver(world: World, data: dict[str, Any]) -> Response:
             sender = WebhookSender(client, url=url, secret=secret, app_id=app.id,
                                    content_type=data.get("content_type", "json"))
             response = await sender.send_emitted(event)
+            sent.add(id(event))
             delivered.append({"event": event.event, "action": event.action,
                               "delivery_id": event.delivery_id, "app_id": app.id,
                               "status": response.status_code})
-    world.events[:] = kept
+    # Only what was sent leaves the list: an event emitted while the deliveries were in
+    # flight (the receiver's own comment, say) waits for the next call.
+    world.events[:] = [e for e in world.events if id(e) not in sent]
     return _reply({"delivered": delivered})
 
 
