@@ -155,6 +155,38 @@ async def test_threads_read_through_graphql_with_replies_reactions_and_resolutio
 
 
 @pytest.mark.anyio
+async def test_on_github_enterprise_server_graphql_is_reached_beside_the_rest_base(
+        rig: Rig) -> None:
+    """GHES serves REST at https://HOST/api/v3 and GraphQL at https://HOST/api/graphql
+    (not under /api/v3): threads are read, and resolved, there."""
+    from service.github import AppJWT, GitHubClient
+    from service.secret import Secret
+    from tests.publisher_rig import APP_ID
+    from tests.simulator import SimulatorTransport
+    from tests.simulator.harness import app_key_pair
+
+    number, root = await _posted_inline(rig)
+    async with GitHubClient(
+            "https://ghe.example.com/api/v3", clock=rig.world.clock.now,
+            app_jwt=AppJWT(APP_ID, Secret(app_key_pair()[0]), rig.world.clock.now),
+            transport=SimulatorTransport(rig.world, prefix="/api/v3")) as ghes:
+        (found,) = await review_threads(ghes, rig.installation_id, REPO, number)
+        assert found.root_id == root and not found.resolved
+        await resolve_thread(ghes, rig.installation_id, found.id)
+        (again,) = await review_threads(ghes, rig.installation_id, REPO, number)
+    assert again.resolved
+    posts = [r.path for r in rig.world.requests if r.method == "POST"]
+    assert "/graphql" in posts
+
+
+def test_the_graphql_url_follows_the_rest_base() -> None:
+    from service.github.urls import graphql_url
+    assert graphql_url("https://api.github.com") == "https://api.github.com/graphql"
+    assert graphql_url("https://ghe.example.com/api/v3/") == "https://ghe.example.com/api/graphql"
+    assert graphql_url("http://127.0.0.1:9000") == "http://127.0.0.1:9000/graphql"
+
+
+@pytest.mark.anyio
 async def test_graphql_errors_come_back_as_github_words_them(rig: Rig) -> None:
     number, _ = await _posted_inline(rig)
     with pytest.raises(GraphQLFailed, match="must provide a `first` or `last` value"):

@@ -50,7 +50,7 @@ from service.github.ratelimit import (
     rate_limit_wait,
     resource_for_path,
 )
-from service.github.urls import api_url
+from service.github.urls import GRAPHQL_PATH, api_url, graphql_url
 
 log = logging.getLogger(__name__)
 
@@ -201,10 +201,12 @@ class Requester:
             valid = not isinstance(actor, bool) and actor > 0
         if not valid:
             raise ValueError("actor must be a positive installation id or APP")
-        url = api_url(self._base, path)
+        # GraphQL's one endpoint is not always under the REST base (GHES: /api/graphql
+        # beside /api/v3); it is the one URL outside it a credential may go to.
+        url = graphql_url(self._base) if path == GRAPHQL_PATH else api_url(self._base, path)
         if params:
             url = str(httpx.URL(url).copy_merge_params(dict(params)))
-        api_path = self.path_of(url)
+        api_path = GRAPHQL_PATH if path == GRAPHQL_PATH else self.path_of(url)
         call = _Call(
             actor=actor, method=method, url=url, path=api_path,
             resource=resource_for_path(api_path), json=json, accept=accept,

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from service.github.client import GitHubClient
 from service.github.errors import GitHubError
+from service.github.urls import GRAPHQL_PATH
 
 #: Threads per page, and comments and 👎 read per thread: a thread longer than that is
 #: read up to its first 50 comments (declines come early in a thread, in practice).
@@ -91,7 +92,7 @@ class Thread:
 async def graphql(github: GitHubClient, installation: int, query: str,
                   variables: Mapping[str, Any]) -> Mapping[str, Any]:
     """The ``data`` of one GraphQL request, or ``GraphQLFailed``."""
-    answer = await github.post_json(installation, "/graphql",
+    answer = await github.post_json(installation, GRAPHQL_PATH,
                                     {"query": query, "variables": dict(variables)})
     if not isinstance(answer, Mapping):
         raise GraphQLFailed("GitHub's GraphQL answer is not an object", kind=None)

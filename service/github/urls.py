@@ -9,6 +9,7 @@ path, never resolved against the host root, which is the mistake that turns
 from __future__ import annotations
 
 import re
+from typing import Final
 from urllib.parse import quote, urlsplit, urlunsplit
 
 _LINK = re.compile(r"<([^>]*)>((?:\s*;\s*[^;,<]+)*)")
@@ -41,6 +42,20 @@ def api_url(base: str, path: str) -> str:
     if not path.startswith("/"):
         raise ValueError(f"API path must start with '/', got {path!r}")
     return base + path
+
+
+#: The path the client is given for a GraphQL call; ``graphql_url`` says where it goes.
+GRAPHQL_PATH: Final = "/graphql"
+
+
+def graphql_url(base: str) -> str:
+    """GitHub's GraphQL endpoint for the REST base ``base``: ``https://api.github.com``
+    serves it at ``/graphql``; GitHub Enterprise Server serves REST at ``/api/v3`` and
+    GraphQL beside it, at ``https://HOST/api/graphql``."""
+    base = normalize_api_base(base)
+    if base.endswith("/api/v3"):
+        return base[: -len("/v3")] + "/graphql"
+    return base + "/graphql"
 
 
 def is_under_base(base: str, url: str) -> bool:

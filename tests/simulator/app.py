@@ -70,7 +70,8 @@ def build_routes() -> RouteTable:
 
 
 class SimulatorApp:
-    """ASGI app serving ``world``; ``prefix`` mounts it like GHES's ``/api/v3``."""
+    """ASGI app serving ``world``; ``prefix`` mounts it like GHES's ``/api/v3`` (GraphQL
+    then at ``/api/graphql``, as GHES serves it)."""
 
     def __init__(self, world: World, *, prefix: str = "") -> None:
         self.world = world
@@ -87,10 +88,16 @@ class SimulatorApp:
         body = await request.body()
         path: str = scope["path"]
         if self.prefix:
-            if not path.startswith(self.prefix + "/"):
+            # GHES serves REST under /api/v3 and GraphQL beside it at /api/graphql; there
+            # is no /api/v3/graphql.
+            graphql = self.prefix.rpartition("/")[0] + "/graphql"
+            if path == graphql:
+                path = "/graphql"
+            elif not path.startswith(self.prefix + "/") or path == self.prefix + "/graphql":
                 await self._json(not_found().body(), 404)(scope, receive, send)
                 return
-            path = path[len(self.prefix):]
+            else:
+                path = path[len(self.prefix):]
         if path.startswith("/_simulator/"):
             response = await control.handle(self.world, request.method, path, body)
             await response(scope, receive, send)
