@@ -28,6 +28,11 @@ from tests.queue_helpers import T0, mention
 CONFIG = BudgetConfig(enabled=True, session_tokens=50_000, weekly_tokens=700_000,
                       max_run_tokens=4_000, reviewer_share_pct=100)
 TICK = timedelta(minutes=3)  # fake time advances this much per claim attempt
+#: More admissions than the session window could ever hold twice over, each reserving a
+#: whole run: reached only if the windows filled and freed again and again. How many more
+#: depends on how the processes interleave (a loaded machine changes it), so the bound
+#: is what the ledger allows, not a count seen on a quiet one.
+FREED_TWICE = 2 * (CONFIG.session_tokens // CONFIG.max_run_tokens)
 
 
 def checked_admit(gov: Governor, config: BudgetConfig, violations: list[str]
@@ -161,7 +166,7 @@ def test_threads_never_breach_a_window(tmp_path: Path) -> None:
     assert errors == []
     assert violations == []
     assert sliding_window_violations(path, CONFIG) == []
-    assert sum(results) > 100  # the windows filled and freed many times
+    assert sum(results) > FREED_TWICE  # the windows filled and freed many times
 
 
 def _process_main(path: str, worker: int, claims: int, counter: object, lock: object,
@@ -194,7 +199,7 @@ def race_four_processes(where: str, claims: int) -> None:
     out.close()
     out.join_thread()
     assert [v for _, _, v in reports if v] == []
-    assert sum(a for _, a, _ in reports) > 100
+    assert sum(a for _, a, _ in reports) > FREED_TWICE
     assert sliding_window_violations(where, CONFIG) == []
     with open_at(where) as store, store.read() as tx:
         (dup,) = tx.execute(

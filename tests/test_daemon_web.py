@@ -30,6 +30,7 @@ from service.storage import SqliteStore
 from service.triggers import classify_event
 from tests import payloads as p
 from tests.databases import as_url, private_cluster, throwaway_database
+from tests.kit.waiting import alive, wait_for
 from tests.simulator import SimulatorTransport, WebhookSender
 from tests.simulator.harness import Harness
 from tests.webhook_env import PREVIOUS_SECRET, SECRET, write_config
@@ -48,18 +49,14 @@ def free_port() -> int:
 def wait_for_auth_report(url: str, process: subprocess.Popen[bytes],
                          log: Path) -> dict[str, Any]:
     """/healthz once the background ``GET /app`` has reported (it fails: GitHub is down)."""
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"serve exited early:\n{log.read_text()}")
+    def reported() -> dict[str, Any] | None:
         try:
             body: dict[str, Any] = httpx.get(f"{url}/healthz", timeout=1).json()
         except httpx.TransportError:
-            body = {}
-        if body and body["checks"]["github_auth"]["last_failure_at"] is not None:
-            return body
-        time.sleep(0.05)
-    raise AssertionError(f"serve did not report GitHub auth in time:\n{log.read_text()}")
+            return None
+        return body if body["checks"]["github_auth"]["last_failure_at"] is not None else None
+    return wait_for("serve to report GitHub's answer", reported, alive=alive(process),
+                    interval=0.05, on_timeout=log.read_text)
 
 
 def test_every_role_is_available_and_an_unknown_one_is_refused(
@@ -334,10 +331,9 @@ async def test_a_database_outage_answers_503_loses_nothing_and_recovers(
             cluster.start()
             # The pool reconnects on its own (its backoff is bounded): the health check
             # says so first, then the redelivery is taken.
-            deadline = time.monotonic() + 60
-            while httpx.get(f"{base}/healthz", timeout=60).status_code != 200:
-                assert time.monotonic() < deadline, "the store never came back"
-                time.sleep(0.2)
+            wait_for("the store to come back", lambda: httpx.get(
+                f"{base}/healthz", timeout=60).status_code == 200, alive=alive(process),
+                interval=0.2, on_timeout=log.read_text)
             back = await send()
             again = await send()
             assert process.poll() is None, log.read_text()

@@ -16,7 +16,6 @@ import socket
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from html import unescape
 from pathlib import Path
@@ -30,10 +29,13 @@ import yaml
 
 from service.cli import main
 from service.config import load_config
+from tests.kit.waiting import CEILING, alive
+from tests.kit.waiting import wait_for as kit_wait
 from tests.simulator import WebhookSender
 
 ROOT = Path(__file__).resolve().parents[1]
-DEADLINE = 20.0
+#: How long a process is given to stop (a hang, not slowness, fails it).
+DEADLINE = CEILING
 
 
 @pytest.fixture(autouse=True)
@@ -54,15 +56,8 @@ def free_port() -> int:
 
 
 def wait_for(pattern: str, log: Path, process: subprocess.Popen[bytes]) -> re.Match[str]:
-    deadline = time.monotonic() + DEADLINE
-    while time.monotonic() < deadline:
-        found = re.search(pattern, log.read_text())
-        if found:
-            return found
-        if process.poll() is not None:
-            raise AssertionError(f"serve exited ({process.returncode}):\n{log.read_text()}")
-        time.sleep(0.05)
-    raise AssertionError(f"{pattern!r} never appeared:\n{log.read_text()}")
+    return kit_wait(f"{pattern!r} in serve's log", lambda: re.search(pattern, log.read_text()),
+                    alive=alive(process), interval=0.05, on_timeout=log.read_text)
 
 
 def health(url: str) -> tuple[int, dict[str, Any]]:
@@ -161,13 +156,12 @@ def test_serve_registers_the_app_then_serves_it(tmp_path: Path, simulator: str) 
             done = httpx.get(f"{url}/setup/callback", params={"code": code, "state": state},
                              timeout=10)
             # The same process now serves the App: /healthz turns into the service's.
-            deadline = time.monotonic() + DEADLINE
-            while True:
+            def authenticated() -> tuple[int, dict[str, Any]] | None:
                 status, body = health(url)
-                if body.get("checks", {}).get("github_auth", {}).get("last_success_at"):
-                    break
-                assert time.monotonic() < deadline, log.read_text()
-                time.sleep(0.05)
+                ok = body.get("checks", {}).get("github_auth", {}).get("last_success_at")
+                return (status, body) if ok else None
+            status, body = kit_wait("the service to authenticate", authenticated,
+                                    alive=alive(process), on_timeout=log.read_text)
             config = load_config(path, {})
             secret = config.github.webhook_secrets[0].reveal()
 

@@ -335,7 +335,7 @@ async def test_an_event_emitted_while_deliveries_are_in_flight_waits_for_the_nex
     seen: list[str] = []
 
     class Sink(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:
             self.rfile.read(int(self.headers["content-length"]))
             seen.append(self.headers["x-github-event"])
             if len(seen) == 1:  # the App answers the first delivery with a comment

@@ -41,6 +41,7 @@ from psycopg.rows import dict_row
 
 from service.storage.postgres import translate_placeholders
 from tests.fake_claude import engine_isolation
+from tests.kit.waiting import alive, wait_for
 from tests.simulator import GitRepo
 from tests.simulator.harness import app_key_pair
 from tests.simulator.webhooks import HOOKSHOT_AGENT, encode_body, sign
@@ -54,7 +55,6 @@ COMMENTER = "bob"
 BASE_FILES = {"README.md": "# Chaos\n", "src/base.py": "BASE = 1\n"}
 CLAUDE_CHAOS = Path(__file__).with_name("claude_chaos.py")
 #: How long ``ChaosRig.until`` waits for what must happen.
-WAIT = 120.0
 
 T = TypeVar("T")
 
@@ -349,19 +349,17 @@ class ChaosRig:
             serve.process.kill()
             return serve.process.wait()
 
-    def wait_ready(self, serve: Serve, timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if serve.process.poll() is not None:
-                raise RuntimeError(f"serve exited {serve.process.returncode}:\n"
-                                   f"{serve.log.read_text()[-4000:]}")
+    def wait_ready(self, serve: Serve) -> None:
+        """Until ``serve`` answers /healthz; fails at once if it exits."""
+        def answers() -> bool:
             with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{self.serve_url_of(serve.host)}/healthz",
-                             timeout=1).status_code in (200, 503):
-                    serve.ready = time.monotonic()
-                    return
-            time.sleep(0.02)
-        raise RuntimeError(f"serve did not answer /healthz in {timeout} s")
+                return httpx.get(f"{self.serve_url_of(serve.host)}/healthz",
+                                 timeout=1).status_code in (200, 503)
+            return False
+        wait_for(f"serve on host {serve.host} to answer /healthz", answers,
+                 alive=alive(serve.process),
+                 on_timeout=lambda: serve.log.read_text(errors="replace")[-4000:])
+        serve.ready = time.monotonic()
 
     def seeded(self) -> bool:
         """True once the poller has put both marks of every repository (the seed rows
@@ -371,26 +369,24 @@ class ChaosRig:
         return len(self.rows("SELECT name FROM watermarks WHERE name NOT LIKE 'seed_%'")
                    ) >= 2 * len(self.repos)
 
-    def until(self, what: str, probe: Callable[[], T | None], timeout: float = WAIT) -> T:
-        """``probe()`` once it is truthy; past ``timeout`` an AssertionError with the tail
-        of every process's log. The bound only makes a wedged process fail the test: a
-        loaded machine (the suite shares two cores with its own workers) takes its time,
-        and a long bound costs nothing when the event comes."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = probe()
-            if found:
-                return found
-            time.sleep(0.1)
-        logs = "\n".join(s.log.read_text(errors="replace")[-3000:] for s in self.incarnations)
-        raise AssertionError(f"timed out waiting for {what}\n{logs}")
+    def until(self, what: str, probe: Callable[[], T | None]) -> T:
+        """``probe()`` once it is truthy (``tests.kit.waiting``: a loaded machine takes its
+        time; only a hang fails), with the tail of every process's log if it never is."""
+        return wait_for(what, probe, interval=0.1, on_timeout=lambda: "\n".join(
+            s.log.read_text(errors="replace")[-3000:] for s in self.incarnations))
 
-    def wait_seeded(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not self.seeded():
-            if time.monotonic() > deadline:
-                raise TimeoutError("the poller did not seed every repository")
-            time.sleep(0.05)
+    def wait_seeded(self) -> None:
+        """Until the poller has seeded every repository; fails at once if every serve
+        process has exited."""
+        def running() -> str | None:
+            live = [s for s in self.serves.values() if s.process.poll() is None]
+            return None if live else "every serve process has exited"
+        self.until_alive("the poller to seed every repository", self.seeded, running)
+
+    def until_alive(self, what: str, probe: Callable[[], T | None],
+                    running: Callable[[], str | None]) -> T:
+        return wait_for(what, probe, alive=running, interval=0.05, on_timeout=lambda: "\n".join(
+            s.log.read_text(errors="replace")[-3000:] for s in self.incarnations))
 
     def _migrated(self) -> bool:
         """The store exists with its tables (the first process may still be making it)."""

@@ -25,7 +25,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,6 +36,7 @@ import yaml
 
 from service.github.webhooks import sign
 from tests.fake_claude import Scenario
+from tests.kit.waiting import alive, wait_for
 from tests.simulator import GitRepo
 from tests.simulator.auth import generate_app_key
 from tests.simulator.seed import load_world
@@ -73,20 +74,6 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def wait_for(what: str, probe: Callable[[], T | None], *, timeout: float,
-             interval: float = 0.02, on_timeout: Callable[[], str] = lambda: "") -> T:
-    """``probe()`` until it returns something truthy (which is returned), or fail."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}\n"
-                                 f"{on_timeout()}")
-        time.sleep(interval)
 
 
 # --- the fake claude -----------------------------------------------------------------
@@ -190,10 +177,11 @@ class SimulatorProcess:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "tests.simulator", "--port", "0",
                  "--state", str(seeded.state)], cwd=ROOT, stdout=out, stderr=err)
-        self.url = wait_for("the simulator's base URL", self._printed_url, timeout=20,
-                            on_timeout=self._stderr)
+        self.url = wait_for("the simulator's base URL", self._printed_url,
+                            alive=alive(self.process), on_timeout=self._stderr)
         self.client = httpx.Client(base_url=self.url, timeout=10)
-        wait_for("the simulator to answer", self._healthy, timeout=20, on_timeout=self._stderr)
+        wait_for("the simulator to answer", self._healthy, alive=alive(self.process),
+                 on_timeout=self._stderr)
         self._token: str | None = None
 
     def _stderr(self) -> str:
@@ -354,7 +342,11 @@ class ServeProcess:
             return None
         return body
 
-    def wait_ready(self, *, polled: bool = True, timeout: float = 20) -> dict[str, Any]:
+    def alive(self) -> str | None:
+        """None while serve runs, else how it ended (for ``wait_for``'s ``alive``)."""
+        return alive(self.process)()
+
+    def wait_ready(self, *, polled: bool = True) -> dict[str, Any]:
         """Until ``/healthz`` answers (and, with ``polled``, a poll cycle has succeeded)."""
         def ready() -> dict[str, Any] | None:
             body = self.healthz()
@@ -362,7 +354,7 @@ class ServeProcess:
                                 is None):
                 return None
             return body
-        return wait_for("serve to be ready", ready, timeout=timeout, on_timeout=self.text)
+        return wait_for("serve to be ready", ready, alive=self.alive, on_timeout=self.text)
 
     def budget(self, token: str | None = None) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {token}"} if token is not None else {}

@@ -33,8 +33,8 @@ def test_registration_then_installation_then_the_first_review(make_e2e: Any) -> 
         "budget": {"session_tokens": 1_000_000, "weekly_tokens": 10_000_000,
                    "max_run_tokens": 50_000}}))
     serve = e2e.serve(log_format="text")
-    link = wait_for("the registration link", lambda: _link(serve.text()), timeout=20,
-                    on_timeout=serve.text)
+    link = wait_for("the registration link", lambda: _link(serve.text()),
+                    alive=serve.alive, on_timeout=serve.text)
 
     browsed = subprocess.run([sys.executable, "-m", "tests.simulator.browser", link,
                               "--org", "acme"], cwd=ROOT, capture_output=True, text=True,
@@ -46,8 +46,8 @@ def test_registration_then_installation_then_the_first_review(make_e2e: Any) -> 
     registered = yaml.safe_load(e2e.config.read_text())["github"]
     assert registered["app_id"] and registered["api_url"] == e2e.sim.url
     # The same process goes on to serve the App once GitHub accepts its JWT.
-    wait_for("the service to start", lambda: _authenticated(serve.healthz()), timeout=20,
-             on_timeout=serve.text)
+    wait_for("the service to start", lambda: _authenticated(serve.healthz()),
+             alive=serve.alive, on_timeout=serve.text)
 
     # The install page the link opens, then the install itself (what its button does).
     page = e2e.sim.client.get(f"/apps/{slug}/installations/new")
@@ -74,7 +74,7 @@ def test_registration_then_installation_then_the_first_review(make_e2e: Any) -> 
         return [e["payload"]["review"] for e in e2e.sim.client.get("/_simulator/events").json()
                 if e["event"] == "pull_request_review"]
 
-    [review] = wait_for("the first review", reviews, timeout=30, on_timeout=serve.text)
+    [review] = wait_for("the first review", reviews, alive=serve.alive, on_timeout=serve.text)
     assert review["user"]["login"] == f"{slug}[bot]"
     assert f"mention:{REPO}:{PR}:{asked.json()['id']}" in review["body"]
 

@@ -24,8 +24,8 @@ def test_healthz_reports_token_mints_and_a_store_at_another_version(e2e: E2E) ->
         body = serve.healthz()
         return body if body and body["checks"]["github_auth"]["status"] == status else None
 
-    health = wait_for("a degraded github_auth", lambda: auth("degraded"), timeout=20,
-                      on_timeout=serve.text)
+    health = wait_for("a degraded github_auth", lambda: auth("degraded"),
+                      alive=serve.alive, on_timeout=serve.text)
     assert health["status"] == "degraded"
     failure = health["checks"]["github_auth"]["last_failure"]
     assert failure.startswith(f"installation {INSTALLATION_ID} token mint failed: ")
@@ -34,8 +34,8 @@ def test_healthz_reports_token_mints_and_a_store_at_another_version(e2e: E2E) ->
 
     assert e2e.sim.client.delete("/_simulator/faults").status_code == 204
     # The failed refresh is retried at the next cycle (1 s here), not ten cycles later.
-    health = wait_for("github_auth to recover", lambda: auth("ok"), timeout=5,
-                      on_timeout=serve.text)
+    health = wait_for("github_auth to recover", lambda: auth("ok"),
+                      alive=serve.alive, on_timeout=serve.text)
     assert health["checks"]["github_auth"]["last_success"] == (
         f"installation {INSTALLATION_ID} token")
 
@@ -56,7 +56,7 @@ def test_port_replaces_the_configs_port(e2e: E2E) -> None:
     other = free_port()
     assert other != e2e.port
     serve = e2e.serve(args=("--port", str(other)), port=other)
-    body = wait_for("serve on --port", serve.healthz, timeout=20, on_timeout=serve.text)
+    body = wait_for("serve on --port", serve.healthz, alive=serve.alive, on_timeout=serve.text)
     assert body["checks"]["store"]["status"] == "ok"
     [listening] = wait_for("the listening line", lambda: list(serve.messages("listening")),
                            timeout=5)

@@ -27,7 +27,7 @@ def test_one_review_is_counted_by_every_part_of_the_process(e2e: E2E) -> None:
     assert response.json()["enqueued"] == [key]
     wait_for("the publication to be recorded", lambda: e2e.db(
         "SELECT publish_outcome FROM runs WHERE dedupe_key = ?", key) == [("published",)],
-        timeout=20, on_timeout=serve.text)
+        alive=serve.alive, on_timeout=serve.text)
 
     p = "pr_review_agent"
     published = (f"{p}_publish_attempts_total", (("outcome", "published"),))
@@ -40,7 +40,7 @@ def test_one_review_is_counted_by_every_part_of_the_process(e2e: E2E) -> None:
         found = samples(scraped.text)
         return found if published in found else None
 
-    found = wait_for("the publication to be counted", scrape, timeout=10)
+    found = wait_for("the publication to be counted", scrape)
     assert found[(f"{p}_webhook_deliveries_total", (("outcome", "enqueued"),))] == 1
     assert found[(f"{p}_webhook_seconds_count", ())] == 1
     assert found[(f"{p}_budget_admissions_total", (("rung", "full"),))] == 1

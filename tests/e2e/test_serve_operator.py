@@ -105,8 +105,8 @@ def test_review_dry_run_records_without_posting_and_can_be_posted_later(e2e: E2E
     e2e.db("UPDATE runs SET publish_outcome = NULL, published_at = NULL"
            " WHERE dedupe_key = ?", key)
     serve = e2e.serve()
-    [review] = wait_for("the recorded review to be posted", e2e.sim.reviews, timeout=20,
-                        on_timeout=serve.text)
+    [review] = wait_for("the recorded review to be posted", e2e.sim.reviews,
+                        alive=serve.alive, on_timeout=serve.text)
     assert f"<!-- pr-review-agent:{key} -->" in review["body"]
     assert e2e.scenario is not None and e2e.scenario.calls == 1
     serve.signal(signal.SIGTERM)
@@ -210,8 +210,7 @@ def test_review_interrupted_hands_the_claimed_row_back(e2e: E2E) -> None:
             [sys.executable, "-m", "service", "review", "--config", config, "--repo", REPO,
              "--pr", str(PR)], cwd=ROOT, stdout=out, stderr=err)
         try:
-            [call] = wait_for("the engine to start", lambda: started_calls(scenario),
-                              timeout=20)
+            [call] = wait_for("the engine to start", lambda: started_calls(scenario))
             process.send_signal(signal.SIGINT)  # Ctrl-C
             assert process.wait(timeout=20) == 130
         finally:

@@ -23,7 +23,7 @@ def test_the_poller_alone_gets_the_review_posted(make_e2e: Callable[..., E2E]) -
     e2e.sim.reopen()
     head = e2e.sim.seeded.head_sha
     key = f"pr_opened:{REPO}:{PR}:{head}"
-    [review] = wait_for("the review", e2e.sim.reviews, timeout=20, on_timeout=serve.text)
+    [review] = wait_for("the review", e2e.sim.reviews, alive=serve.alive, on_timeout=serve.text)
     assert review["commit_id"] == head
     assert f"<!-- pr-review-agent:{key} -->" in review["body"]
     assert e2e.db("SELECT count(*) FROM deliveries") == [(0,)]

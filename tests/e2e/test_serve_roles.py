@@ -28,7 +28,7 @@ def test_web_poller_and_worker_roles_share_one_store(e2e: E2E) -> None:
                                 delivery_id="e2e-roles-1")
     assert response.status_code == 202 and response.json()["enqueued"] == [key]
     # No signal crosses processes: the worker process finds the row at its next claim.
-    [review] = wait_for("the review", e2e.sim.reviews, timeout=30, on_timeout=workers.text)
+    [review] = wait_for("the review", e2e.sim.reviews, alive=workers.alive, on_timeout=workers.text)
     assert f"<!-- pr-review-agent:{key} -->" in review["body"]
     assert [line["message"] for line in web.messages("run recorded")] == []
     [recorded] = workers.messages("run recorded")

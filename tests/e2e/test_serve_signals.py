@@ -33,8 +33,8 @@ def _open_and_wait_for_engine(e2e: E2E, serve: ServeProcess) -> str:
                                   delivery_id="e2e-signals-1")
     assert response.status_code == 202, response.text
     assert e2e.scenario is not None
-    wait_for("the engine to start", lambda: started_calls(e2e.scenario), timeout=10,
-             on_timeout=serve.text)
+    wait_for("the engine to start", lambda: started_calls(e2e.scenario),
+             alive=serve.alive, on_timeout=serve.text)
     [key] = response.json()["enqueued"]
     return str(key)
 
@@ -76,12 +76,12 @@ def test_sighup_reloads_the_budget_and_a_broken_file_changes_nothing(e2e: E2E) -
                       .replace("interval_seconds: 1", "interval_seconds: 2"))
     serve.signal(signal.SIGHUP)
     wait_for("the new budget on /budget",
-             lambda: _limits(serve.budget(ADMIN_TOKEN))["session"] == 800_000, timeout=10,
+             lambda: _limits(serve.budget(ADMIN_TOKEN))["session"] == 800_000,
              on_timeout=serve.text)
     healed = serve.healthz()
     assert healed is not None and healed["checks"]["config"] == {"status": "ok"}
     [restart] = wait_for("the restart warning", lambda: list(
-        serve.messages("need a restart")), timeout=10)
+        serve.messages("need a restart")))
     assert restart["level"] == "WARNING" and "poller" in restart["message"]
     assert [line["message"] for line in serve.messages("config reloaded")] == [
         "config reloaded: budget"]
@@ -125,8 +125,7 @@ def test_a_second_sigterm_cancels_the_review_and_the_restart_posts_it_once(e2e: 
     [first] = started_calls(e2e.scenario)
 
     serve.signal(signal.SIGTERM)
-    wait_for("the grace period to start", lambda: list(serve.messages("job(s) running")),
-             timeout=10)
+    wait_for("the grace period to start", lambda: list(serve.messages("job(s) running")))
     started = time.monotonic()
     serve.signal(signal.SIGTERM)
     assert serve.wait(timeout=20) == 0
@@ -139,13 +138,12 @@ def test_a_second_sigterm_cancels_the_review_and_the_restart_posts_it_once(e2e: 
     assert e2e.sim.reviews() == []
 
     restarted = e2e.serve()
-    [review] = wait_for("the review after the restart", e2e.sim.reviews, timeout=20,
-                        on_timeout=restarted.text)
+    [review] = wait_for("the review after the restart", e2e.sim.reviews,
+                        alive=restarted.alive, on_timeout=restarted.text)
     assert review["commit_id"] == e2e.sim.seeded.head_sha
     assert f"<!-- pr-review-agent:{key} -->" in review["body"]
     wait_for("the second attempt to settle", lambda: len(e2e.db(
-        "SELECT 1 FROM ledger WHERE dedupe_key = ? AND settled_at IS NOT NULL", key)) == 2,
-        timeout=10)
+        "SELECT 1 FROM ledger WHERE dedupe_key = ? AND settled_at IS NOT NULL", key)) == 2)
     assert e2e.db("SELECT stop_reason, used_tokens FROM ledger WHERE dedupe_key = ?"
                   " ORDER BY id", key) == [("infrastructure", MAX_RUN),
                                            ("completed", RUN_TOKENS)]
@@ -174,13 +172,12 @@ def test_sigkill_during_a_review_the_restart_posts_it_once_and_the_ledger_charge
                   key) == [(None, None)]  # the reservation is open, the row still leased
 
     restarted = e2e.serve()
-    [review] = wait_for("the review after the restart", e2e.sim.reviews, timeout=30,
-                        on_timeout=restarted.text)
+    [review] = wait_for("the review after the restart", e2e.sim.reviews,
+                        alive=restarted.alive, on_timeout=restarted.text)
     assert review["commit_id"] == e2e.sim.seeded.head_sha
     assert f"<!-- pr-review-agent:{key} -->" in review["body"]
     wait_for("the second attempt to settle", lambda: len(e2e.db(
-        "SELECT 1 FROM ledger WHERE dedupe_key = ? AND settled_at IS NOT NULL", key)) == 2,
-        timeout=10)
+        "SELECT 1 FROM ledger WHERE dedupe_key = ? AND settled_at IS NOT NULL", key)) == 2)
     # The killed attempt stays charged in full as lost; the new one what it used.
     assert e2e.db("SELECT stop_reason, used_tokens, usage_confidence FROM ledger"
                   " WHERE dedupe_key = ? ORDER BY id", key) == [

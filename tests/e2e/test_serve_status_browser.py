@@ -42,7 +42,7 @@ def test_the_status_page_shows_what_budget_says_on_a_phone(e2e: E2E, tmp_path: P
                        delivery_id="status-1")
     wait_for("the publication to be recorded", lambda: e2e.db(
         "SELECT publish_outcome FROM runs WHERE dedupe_key = ?", key) == [("published",)],
-        timeout=20, on_timeout=serve.text)
+        alive=serve.alive, on_timeout=serve.text)
     budget = serve.budget(ADMIN_TOKEN)
     shots = Path(os.environ.get("PR_REVIEW_AGENT_SCREENSHOTS") or tmp_path)
     refused = serve.client.get("/status")  # a browser without the token is asked for it

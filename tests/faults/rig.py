@@ -32,6 +32,7 @@ from service import daemon
 from service.config import Config, load_config
 from tests.chaos.rig import CLAUDE_CHAOS, signed_delivery
 from tests.fake_claude import engine_isolation
+from tests.kit.waiting import wait_for_async
 from tests.simulator import GitRepo, SimulatorTransport, World
 from tests.simulator.harness import app_key_pair
 
@@ -60,6 +61,7 @@ class FaultRig:
     installations: dict[str, int]
     capture: Capture = field(default_factory=Capture)
     url: str = ""
+    _task: asyncio.Task[int] | None = None
 
     @classmethod
     def create(cls, tmp: Path, *, repos: int = 1, wall_clock_seconds: int = 10,
@@ -132,7 +134,8 @@ class FaultRig:
                 self.config, "all", stop, transport=SimulatorTransport(self.world),
                 sockets=[sock]))
             try:
-                await self.wait_for(self._listening, 20, "the web server to listen")
+                self._task = task
+                await self.wait_for(self._listening, "the web server to listen")
                 yield task
             finally:
                 stop.set()
@@ -161,18 +164,15 @@ class FaultRig:
             return False
         return True
 
-    @staticmethod
-    async def wait_for(condition: Any, timeout: float, what: str) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while loop.time() < deadline:
-            result = condition()
-            if asyncio.iscoroutine(result):
-                result = await result
-            if result:
-                return
-            await asyncio.sleep(0.05)
-        raise TimeoutError(f"timed out waiting for {what}")
+    async def wait_for(self, condition: Any, what: str) -> None:
+        """Until ``condition()`` (a coroutine function too) is truthy: bounded by the
+        daemon still running and ``tests.kit.waiting``'s ceiling, never a nominal time."""
+        def running() -> str | None:
+            task = self._task
+            if task is not None and task.done():
+                return f"the daemon ended: {task.exception() or task.result()!r}"
+            return None
+        await wait_for_async(what, condition, alive=running)
 
     # -- GitHub's users -------------------------------------------------------------------
 

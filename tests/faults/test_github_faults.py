@@ -66,7 +66,7 @@ async def scenario(tmp: Path) -> Run:
             (run.webhook_status[repo],) = await rig.deliver()
             run.webhook_seconds[repo] = time.monotonic() - before
         # The mint fails until one attempt of the job has failed on it; then GitHub heals.
-        await rig.wait_for(lambda: rig.logged("job failed", dedupe_key=run.keys[MINT]), 30,
+        await rig.wait_for(lambda: rig.logged("job failed", dedupe_key=run.keys[MINT]),
                            "a job to fail on the token mint")
         run.mint_failed_jobs = len(rig.logged("job failed", dedupe_key=run.keys[MINT]))
         mint.times = mint.fired
@@ -75,8 +75,8 @@ async def scenario(tmp: Path) -> Run:
             return all(rig.status(k) in ("done", "abandoned") and
                        (rig.status(k) == "abandoned" or rig.published(k))
                        for k in run.keys.values())
-        await rig.wait_for(finished, 60, "every mention to be reviewed and published")
-        await rig.wait_for(lambda: rig.posts_of(run.keys[FIVE_XX]) == 1, 20,
+        await rig.wait_for(finished, "every mention to be reviewed and published")
+        await rig.wait_for(lambda: rig.posts_of(run.keys[FIVE_XX]) == 1,
                            "the retried publication")
         run.hung_pids = [r["pid"] for r in rig.engine_runs() if r["trigger"] == f"{HANG}#1"]
         assert not task.done()

@@ -39,8 +39,8 @@ def integrity(path: str) -> str:
         return str(db.execute("PRAGMA integrity_check").fetchone()[0])
 
 
-async def reviewed_once(rig: FaultRig, key: str, timeout: float = 30) -> None:
-    await rig.wait_for(lambda: rig.status(key) == "done" and rig.published(key), timeout,
+async def reviewed_once(rig: FaultRig, key: str) -> None:
+    await rig.wait_for(lambda: rig.status(key) == "done" and rig.published(key),
                        f"{key} to be reviewed and published")
     assert rig.posts_of(key) == 1
 
@@ -48,7 +48,7 @@ async def reviewed_once(rig: FaultRig, key: str, timeout: float = 30) -> None:
 async def seeded(rig: FaultRig) -> None:
     await rig.wait_for(lambda: len(rig.rows("SELECT name FROM watermarks "
                                             "WHERE name NOT LIKE 'seed_%'")) >= 2,
-                       20, "the poller to seed the repository")
+                       "the poller to seed the repository")
 
 
 # -- another process holds the write lock --------------------------------------------------
@@ -80,10 +80,10 @@ async def test_a_store_locked_by_another_process(tmp_path: Path) -> None:
             [refused] = rig.logged("webhook not recorded: store failure")
             assert refused.error == "OperationalError"
             await rig.wait_for(
-                lambda: rig.logged("store busy; skipping the rest of this poll cycle"), 10,
+                lambda: rig.logged("store busy; skipping the rest of this poll cycle"),
                 "the poller to skip a cycle")
         finally:
-            await rig.wait_for(lambda: locker.poll() is not None, 30, "the lock to go")
+            await rig.wait_for(lambda: locker.poll() is not None, "the lock to go")
             if locker.stdout is not None:
                 locker.stdout.close()
         assert locker.returncode == 0
@@ -143,7 +143,7 @@ async def test_a_full_disk(tmp_path: Path, small_disk: Path) -> None:
         assert refused.error == "OperationalError"
         # The poller's next write fails the same way: a store fault (not contention) stops
         # the process loudly rather than polling past what it cannot record.
-        await rig.wait_for(task.done, 20, "the daemon to stop on the store fault")
+        await rig.wait_for(task.done, "the daemon to stop on the store fault")
     assert task.result() == 1
     [failed] = rig.logged("poll cycle failed; stopping the poller")
     assert failed.exc_info is not None

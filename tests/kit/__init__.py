@@ -1,0 +1,1 @@
+"""Builders and helpers the tests share (one of each: a wait, ...)."""
