@@ -59,7 +59,7 @@ def test_port_replaces_the_configs_port(e2e: E2E) -> None:
     body = wait_for("serve on --port", serve.healthz, alive=serve.alive, on_timeout=serve.text)
     assert body["checks"]["store"]["status"] == "ok"
     [listening] = wait_for("the listening line", lambda: list(serve.messages("listening")),
-                           timeout=5)
+                           alive=serve.alive)
     assert listening["port"] == other
     # The image's HEALTHCHECK: the port the config says, unless given the one serve was.
     check = [sys.executable, "-m", "service", "healthcheck", "--config", str(e2e.config)]

@@ -14,14 +14,14 @@ def test_web_poller_and_worker_roles_share_one_store(e2e: E2E) -> None:
     e2e.configure()
     workers = e2e.serve(role="worker")
     wait_for("the worker process to start", lambda: list(workers.messages("workers started")),
-             timeout=20, on_timeout=workers.text)
+             alive=workers.alive, on_timeout=workers.text)
     poller = e2e.serve(role="poller")
     web = e2e.serve(role="web")
     health = web.wait_ready(polled=False)
     assert health["checks"]["poller"] == {"status": NOT_RUNNING}
     assert health["checks"]["workers"] == {"status": NOT_RUNNING}
     wait_for("the poller process's first cycle", lambda: list(poller.messages(
-        "seeded a watermark")), timeout=20, on_timeout=poller.text)
+        "seeded a watermark")), alive=poller.alive, on_timeout=poller.text)
 
     key = f"pr_opened:{REPO}:{PR}:{e2e.sim.seeded.head_sha}"
     response = web.post_webhook("pull_request", e2e.sim.pull_request_payload("opened"),
