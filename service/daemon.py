@@ -29,18 +29,18 @@ long as GitHub cannot be reached (retried every 5 minutes, with a warning and a 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 import signal
 import socket
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from typing import Final
 
 import anyio
 import httpx
 import uvicorn
+from fastapi import FastAPI
 
 from service.budget import Governor
 from service.config import Config
@@ -59,10 +59,10 @@ from service.reload import reload_config
 from service.repo_config.source import RepositoryConfigs
 from service.runners import engine_isolation_problem, run_poller, run_workers
 from service.services import Clock, Services, service_redactor, utc_now
+from service.shutdown import Shutdown
 from service.storage.open import open_store, store_label
 from service.storage.queue import ReviewQueue
-from service.web import WebApp, create_app
-from service.webhook.fast_path import webhook_protocol
+from service.web import create_app
 
 __all__ = [
     "AVAILABLE_ROLES",
@@ -94,24 +94,20 @@ class RoleUnavailableError(ValueError):
 Runner = Callable[[Services, asyncio.Event], Awaitable[None]]
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without its own signal handling: the daemon owns SIGTERM/SIGINT."""
+def web_server(app: FastAPI) -> uvicorn.Server:
+    """uvicorn serving ``app`` as ``serve`` does; ``serve(sockets=...)`` runs it.
 
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
-def web_server(app: WebApp, webhook_path: str) -> uvicorn.Server:
-    """uvicorn serving ``app`` as ``serve`` does; ``serve(sockets=...)`` runs it."""
-    return _Server(uvicorn.Config(
-        app, lifespan="off", log_config=None, access_log=False, server_header=False,
-        timeout_graceful_shutdown=GRACEFUL_SECONDS,
+    uvicorn's own options only: its httptools parser (C), no access log, no proxy-header
+    rewrite. While it serves, uvicorn takes SIGINT and SIGTERM (its cooperative signal
+    handling): it stops accepting, finishes the requests it has, and once it has stopped
+    raises the signal again for the daemon's own handlers, which stop the rest.
+    """
+    return uvicorn.Server(uvicorn.Config(
+        app, http="httptools", lifespan="off", log_config=None, access_log=False,
+        server_header=False, timeout_graceful_shutdown=GRACEFUL_SECONDS,
         # Nothing reads the client's address (no access log, no per-IP rule), so the
         # X-Forwarded-For rewrite would be work on every request for nothing.
         proxy_headers=False,
-        # httptools' protocol, answering a plain delivery without ASGI (fast_path.py).
-        http=webhook_protocol(app.receiver, webhook_path),
     ))
 
 
@@ -124,7 +120,7 @@ async def _run_web(services: Services, stop: asyncio.Event) -> None:
         on_enqueued=services.wake_workers, metrics=services.metrics,
         environ=services.environ,
     )
-    server = web_server(app, services.config.server.webhook_path)
+    server = web_server(app)
 
     async def stopper() -> None:
         await stop.wait()
@@ -138,7 +134,13 @@ async def _run_web(services: Services, stop: asyncio.Event) -> None:
             host, port = sock.getsockname()[:2]
             log.info("listening", extra={"host": host, "port": port,
                                          "webhook_path": services.config.server.webhook_path})
-        await server.serve(sockets=services.sockets)
+        if services.shutdown is not None:
+            services.shutdown.web_serving()
+        try:
+            await server.serve(sockets=services.sockets)
+        finally:
+            if services.shutdown is not None:
+                services.shutdown.web_stopped()
         tg.cancel_scope.cancel()
     if not stop.is_set():
         raise RuntimeError("the web server stopped by itself")
@@ -234,6 +236,7 @@ async def run(
     environ: Mapping[str, str] | None = None,
     reload: asyncio.Event | None = None,
     config_path: str | None = None,
+    shutdown: Shutdown | None = None,
 ) -> int:
     """Run ``role``'s components until ``stop`` is set; 0 after a clean stop, 1 on failure.
 
@@ -288,6 +291,7 @@ async def run(
                     identity=AppIdentity(config, store, repo_triggers=repo_configs.triggers),
                     github=github, clock=clock, sockets=listening,
                     force=force or asyncio.Event(), environ=dict(environ or {}),
+                    shutdown=shutdown,
                     repo_configs=repo_configs, metrics=metrics,
                 )
             except Exception:
@@ -374,14 +378,7 @@ def serve(config: Config, role: str, *, clock: Clock = utc_now,
         signals = (signal.SIGTERM, signal.SIGINT)
 
         force = asyncio.Event()
-
-        def on_signal(number: int) -> None:
-            if stop.is_set():
-                log.warning("second signal: not waiting for open connections or running jobs")
-                force.set()
-                return
-            log.info("shutting down", extra={"signal": signal.Signals(number).name})
-            stop.set()
+        shutdown = Shutdown(stop, force)
 
         def on_hangup() -> None:
             if config_path is None:
@@ -391,11 +388,12 @@ def serve(config: Config, role: str, *, clock: Clock = utc_now,
             reload.set()
 
         for number in signals:
-            loop.add_signal_handler(number, on_signal, number)
+            loop.add_signal_handler(number, shutdown.on_signal, number)
         loop.add_signal_handler(signal.SIGHUP, on_hangup)
         try:
             return await run(config, role, stop, clock=clock, transport=transport, force=force,
-                             environ=environ, reload=reload, config_path=config_path)
+                             environ=environ, reload=reload, config_path=config_path,
+                             shutdown=shutdown)
         finally:
             for number in (*signals, signal.SIGHUP):
                 loop.remove_signal_handler(number)

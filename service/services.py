@@ -19,6 +19,7 @@ from service.identity import AppIdentity
 from service.metrics import Metrics
 from service.redact import Redactor
 from service.repo_config.source import RepositoryConfigs
+from service.shutdown import Shutdown
 from service.storage import Database
 from service.storage.queue import ReviewQueue
 from service.web import InstallationChange
@@ -60,6 +61,9 @@ class Services:
     repo_configs: RepositoryConfigs | None = None
     #: This process's counters and histograms (``GET /metrics``).
     metrics: Metrics = field(default_factory=Metrics)
+    #: ``serve``'s signal handling, told when the web server serves (uvicorn takes the
+    #: signals then too); None where nothing handles signals (a test, ``review``).
+    shutdown: Shutdown | None = None
     #: The workers' ``wake``: called after anything in this process enqueued work.
     wakers: list[Callable[[], None]] = field(default_factory=list)
 

@@ -1,12 +1,10 @@
-"""The HTTP face of the service: the signed webhook receiver, ``/healthz``, ``/budget`` and
-``/metrics``.
+"""The HTTP face of the service: the signed webhook route, ``/healthz``, ``/budget``,
+``/metrics`` and ``/status``.
 
 ``create_app(...)`` builds a FastAPI app from its dependencies (no globals, no environment
-reads). The webhook route is ``service.webhook.receiver.WebhookReceiver``, a plain ASGI handler
-that the app calls for ``POST <webhook_path>`` before its own middleware and routing:
-that route takes the load, and FastAPI's per-request machinery would cost more CPU than
-the receiver's own work on the event loop. Every other request, and any other method on
-the webhook path (405), goes through FastAPI as usual.
+reads). The webhook is one FastAPI route, ``POST {server.webhook_path}``, whose handler is
+``service.webhook.receiver.WebhookReceiver.handle``; any other method on that path is
+FastAPI's 405.
 """
 
 from __future__ import annotations
@@ -16,13 +14,10 @@ import hmac
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Final
 
 import anyio
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
 from service.budget import Governor
 from service.config import Config
@@ -45,7 +40,7 @@ from service.webhook.deliveries import (
 )
 from service.webhook.receiver import RETRY_AFTER, WebhookReceiver
 
-__all__ = ["Delivery", "DeliveryLog", "InstallationChange", "Result", "WebApp", "create_app"]
+__all__ = ["Delivery", "DeliveryLog", "InstallationChange", "Result", "create_app"]
 
 log = logging.getLogger(__name__)
 
@@ -72,30 +67,6 @@ def _bearer_matches(header: str | None, token: Secret, *, basic: bool = False) -
                                token.reveal().encode("utf-8"))
 
 
-class WebApp(FastAPI):
-    """FastAPI, with ``POST <webhook_path>`` handed straight to the receiver (``receiver``:
-    also what ``service.webhook.fast_path`` answers from the HTTP parser)."""
-
-    def __init__(self, *, webhook_path: str, receiver: WebhookReceiver, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._webhook_path = webhook_path
-        self.receiver: Final = receiver
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (scope["type"] == "http" and scope["method"] == "POST"
-                and _route_path(scope) == self._webhook_path):
-            await self.receiver(scope, receive, send)
-            return
-        await super().__call__(scope, receive, send)
-
-
-def _route_path(scope: Scope) -> str:
-    """The path the router would match: ``path`` without the ``root_path`` prefix."""
-    path: str = scope["path"]
-    root: str = scope.get("root_path", "")
-    return path[len(root):] if root and path.startswith(root) else path
-
-
 def create_app(
     *,
     config: Config,
@@ -109,7 +80,7 @@ def create_app(
     on_enqueued: Callable[[], None] | None = None,
     metrics: Metrics | None = None,
     environ: Mapping[str, str] | None = None,
-) -> WebApp:
+) -> FastAPI:
     """The web app.
 
     ``triggers`` returns the current ``TriggerContext`` and is called once per delivery, so
@@ -126,12 +97,11 @@ def create_app(
     scrape_env = dict(environ or {})
     receiver = WebhookReceiver(config, DeliveryLog(store, queue, triggers), clock,
                                on_installation_change, on_enqueued, metrics=metrics)
-    app = WebApp(webhook_path=config.server.webhook_path, receiver=receiver,
-               title="pr-review-agent", docs_url=None, redoc_url=None, openapi_url=None)
-    # Also a route of the router, so that other methods on the path are answered 405 and
-    # a POST that WebApp.__call__ did not take (it always does) is still served.
-    app.router.routes.append(Route(config.server.webhook_path, receiver, methods=["POST"],
-                                   include_in_schema=False))
+    app = FastAPI(title="pr-review-agent", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.post(config.server.webhook_path, include_in_schema=False)
+    async def webhook(request: Request) -> Response:
+        return await receiver.handle(request)
 
     @app.get("/healthz")
     async def healthz() -> Response:

@@ -1,5 +1,5 @@
 """Hypothesis strategies for webhook payloads: GitHub's shapes with fields replaced by
-arbitrary JSON (the fuzz of the receiver, and the skim's equivalence with a full parse)."""
+arbitrary JSON (the fuzz of the receiver)."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -225,3 +226,60 @@ def test_every_storage_module_has_tests_that_run_on_postgresql() -> None:
             sqlite_only.append(str(test.relative_to(ROOT)))
     assert missing == [] and sqlite_only == [], (missing, sqlite_only)
     assert not _runs_on_postgres(ROOT / "tests" / "test_architecture.py")  # not vacuous
+
+
+#: Classes of dependencies that their documentation offers for subclassing, and where.
+_DOCUMENTED_BASES = {
+    "yaml.SafeLoader": "PyYAML's docs: a Loader of one's own carries its own constructors",
+    "prometheus_client.registry.Collector": "prometheus_client's docs: custom collectors",
+}
+
+
+def _third_party(module: str) -> bool:
+    top = module.split(".", maxsplit=1)[0]
+    return bool(top) and top != "service" and top not in sys.stdlib_module_names
+
+
+def test_nothing_reaches_into_a_dependencys_private_code() -> None:
+    """No underscore module or name of a third-party package is imported or read, and no
+    class of one is subclassed unless its documentation offers it for that: a rename in a
+    dependency cannot break the service at run time, and no protection a dependency adds
+    is skipped by an override."""
+    found: list[str] = []
+    for name, path in _modules():
+        tree = ast.parse(path.read_text())
+        imported: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    imported[(alias.asname or alias.name).split(".")[0]] = (
+                        alias.name if alias.asname else alias.name.split(".")[0])
+                    if _third_party(alias.name) and any(
+                            part.startswith("_") for part in alias.name.split(".")):
+                        found.append(f"{name}: imports {alias.name}")
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for alias in node.names:
+                    imported[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                if _third_party(node.module):
+                    parts = [*node.module.split("."), *(a.name for a in node.names)]
+                    found += [f"{name}: imports {node.module}.{p}" for p in parts
+                              if p.startswith("_") and not p.startswith("__")]
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                    and not node.attr.startswith("__") and isinstance(node.value, ast.Name)
+                    and _third_party(imported.get(node.value.id, ""))):
+                found.append(f"{name}: reads {imported[node.value.id]}.{node.attr}")
+            if isinstance(node, ast.ClassDef):
+                for base in node.bases:
+                    head, _, rest = ast.unparse(base).split("[")[0].partition(".")
+                    origin = imported.get(head, "")
+                    full = f"{origin}.{rest}" if rest else origin
+                    if _third_party(full) and full not in _DOCUMENTED_BASES:
+                        found.append(f"{name}: class {node.name} subclasses {full}")
+    assert found == []
+
+
+def test_the_private_code_rule_sees_what_it_looks_for() -> None:
+    """Not vacuous: the allowed subclasses are found as subclasses."""
+    sources = "".join(path.read_text() for _, path in _modules())
+    assert "yaml.SafeLoader" in sources and "Collector" in sources

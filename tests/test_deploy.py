@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import configparser
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,8 @@ import pytest
 import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from service.cli import build_parser
 from service.config import ServerConfig, parse_config
@@ -303,16 +306,50 @@ def test_compose_refuses_to_start_without_the_engines_credential() -> None:
     assert re.fullmatch(r"\$\{CLAUDE_CODE_OAUTH_TOKEN:\?[^}]+\}", env["CLAUDE_CODE_OAUTH_TOKEN"])
 
 
-def test_the_lock_pins_every_runtime_dependency() -> None:
+def _locked() -> dict[str, str]:
+    """requirements.lock's pins, by normalised name."""
+    text = (ROOT / "requirements.lock").read_text()
+    return {canonicalize_name(name): version for name, version in re.findall(
+        r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)", text, re.MULTILINE)}
+
+
+def test_the_lock_pins_every_runtime_dependency_within_its_declared_range() -> None:
+    """What pyproject.toml declares and what requirements.lock ships agree: every
+    dependency is pinned, at a version its declared range admits."""
     import tomllib
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    lock = (ROOT / "requirements.lock").read_text().lower()
-    for requirement in project["dependencies"]:
-        name = re.split(r"[\[<>=!~; ]", requirement, maxsplit=1)[0].lower().replace("_", "-")
-        assert re.search(rf"^{re.escape(name)}==\S+( ;[^\n]*)? \\$", lock, re.MULTILINE), (
+    locked = _locked()
+    for line in project["dependencies"]:
+        requirement = Requirement(line)
+        if requirement.marker is not None and not requirement.marker.evaluate():
+            continue
+        name = canonicalize_name(requirement.name)
+        assert name in locked, (
             f"{name} is a dependency but requirements.lock does not pin it: regenerate it "
             "(its header says how)")
+        assert requirement.specifier.contains(locked[name], prereleases=True), (
+            f"requirements.lock pins {name}=={locked[name]}, outside pyproject.toml's "
+            f"{requirement.specifier}")
+
+
+def test_the_versions_under_test_are_the_locked_ones() -> None:
+    """Tested = shipped: every distribution the lock pins is installed here at exactly
+    that version (the README's commands install the lock first), so the suite runs what
+    the image installs. An upgrade is one deliberate change to the lock."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    differ = {}
+    for name, pinned in _locked().items():
+        try:
+            installed = version(name)
+        except PackageNotFoundError:
+            if (name, sys.platform) == ("uvloop", "win32"):
+                continue
+            installed = "not installed"
+        if installed != pinned:
+            differ[name] = f"{installed} installed, {pinned} locked"
+    assert differ == {}, differ
 
 
 @pytest.mark.parametrize("manifest", ["pr-review-agent.yaml", "pr-review-agent-postgres.yaml"])

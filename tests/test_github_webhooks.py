@@ -192,7 +192,7 @@ def test_an_integer_beyond_64_bits_is_no_integer_and_so_never_an_id() -> None:
                                                                 max_size=4),
     max_leaves=20))
 @settings(max_examples=200, deadline=None)
-def test_the_fast_path_reads_any_payload_as_the_standard_library_does(payload: object) -> None:
+def test_parse_body_reads_any_payload_as_the_standard_library_does(payload: object) -> None:
     body = json.dumps({"payload": payload}).encode()
     assert parse_body(body, "application/json") == json.loads(body)
 

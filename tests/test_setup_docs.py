@@ -28,7 +28,8 @@ def commands(text: str) -> list[str]:
 def test_the_first_command_installs_and_serves_a_config_registration_will_create() -> None:
     first, _ = commands((ROOT / "README.md").read_text())
     *install, serve = first.split(" && ")
-    assert install == ["python3 -m venv .venv", ".venv/bin/pip install -e ."]
+    assert install == ["python3 -m venv .venv", ".venv/bin/pip install -r requirements.lock",
+                       ".venv/bin/pip install --no-deps -e ."]
     argv = shlex.split(serve)
     assert argv[0] == ".venv/bin/pr-review-agent"
     args = build_parser().parse_args(argv[1:])
@@ -40,6 +41,8 @@ def test_the_second_command_is_what_ci_runs() -> None:
     _, tests = commands((ROOT / "README.md").read_text())
     ci = (ROOT / ".ci" / "run").read_text()
     assert tests in ci
+    # The runtime dependencies come from the lock, as the image installs them.
+    assert tests.index("pip install -r requirements.lock") < tests.index("pip install -e")
 
 
 def anchor(heading: str) -> str:

@@ -3,8 +3,7 @@
 Deliveries are built and signed by the simulator's ``WebhookSender`` (GitHub's headers and
 payload shapes) and posted through httpx's ASGI transport to ``create_app``; the store is a
 real store, on each backend; and over a real socket to uvicorn configured as ``serve`` runs
-it, where plain deliveries take the fast path. ``open_env`` is shared with the other
-``test_web_*`` modules.
+it. ``open_env`` is shared with the other ``test_web_*`` modules.
 """
 
 from __future__ import annotations
@@ -18,13 +17,16 @@ import sys
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from service.github.webhooks import sign
 from service.storage import SqliteStore, to_db_time
 from tests import payloads as p
 from tests.databases import BACKENDS
+from tests.simulator import WebhookSender
 from tests.simulator.harness import REPO, SAMPLE_DIFF
 from tests.webhook_env import (
     LIMIT,
@@ -38,7 +40,7 @@ from tests.webhook_env import (
 )
 
 # Each backend through httpx's ASGI transport, and SQLite over a real socket to uvicorn as
-# ``serve`` runs it, where plain deliveries take the fast path (service.webhook.fast_path).
+# ``serve`` runs it.
 SERVED = [*((backend, "asgi") for backend in BACKENDS), ("sqlite", "socket")]
 
 
@@ -466,3 +468,35 @@ async def test_a_huge_installation_id_is_not_stored(env: Env) -> None:
 
     assert response.status_code == 202
     assert env.delivery("d-inst")["installation_id"] is None  # type: ignore[index]
+
+
+@pytest.mark.anyio
+async def test_a_signed_delivery_over_a_socket_is_answered_by_the_fastapi_route(
+        tmp_path: Path) -> None:
+    """The one way in: uvicorn as ``serve`` runs it, then FastAPI's router, then the
+    route's handler. A recording layer around the app (ASGI, what uvicorn calls) sees the
+    router fill the scope with the matched route and its endpoint."""
+    from fastapi.routing import APIRoute
+
+    from tests.webhook_env import serving
+
+    async with open_env(tmp_path) as env:
+        seen: list[dict[str, object]] = []
+        app = env.app
+
+        async def recording(scope: Any, receive: Any, send: Any) -> None:
+            await app(scope, receive, send)
+            seen.append(scope)
+
+        path = env.config.server.webhook_path
+        [route] = [r for r in app.routes if getattr(r, "path", None) == path]
+        assert isinstance(route, APIRoute) and route.methods == {"POST"}
+        async with serving(recording) as served, httpx.AsyncClient(  # type: ignore[arg-type]
+                base_url=f"http://127.0.0.1:{served.port}") as client:
+            sender = WebhookSender(client, url=env.config.server.webhook_path, secret=SECRET,
+                                   app_id=env.harness.app.id)
+            answer = await sender.send("pull_request", opened(env))
+        assert answer.status_code == 202, answer.text
+        [scope] = [s for s in seen if s["type"] == "http"]
+        assert scope["route"] is route and scope["endpoint"] is route.endpoint
+

@@ -12,10 +12,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import uvicorn
 import yaml
+from fastapi import FastAPI
 
 from service.budget import Governor
 from service.config import Config, load_config
@@ -27,8 +27,9 @@ from service.storage.agent_comments import AgentComments
 from service.storage.postgres import PostgresStore
 from service.storage.queue import ReviewQueue
 from service.triggers import TriggerContext
-from service.web import InstallationChange, WebApp, create_app
+from service.web import InstallationChange, create_app
 from tests.databases import throwaway_database
+from tests.kit.waiting import wait_for_async
 from tests.simulator import WebhookSender, World
 from tests.simulator.harness import REPO, Harness, app_key_pair
 
@@ -83,7 +84,7 @@ class Env:
     sender: WebhookSender
     world: World
     harness: Harness
-    app: WebApp
+    app: FastAPI
     changes: list[InstallationChange] = field(default_factory=list)
 
     def rows(self, table: str) -> list[tuple[Any, ...]]:
@@ -120,8 +121,7 @@ async def open_env(tmp_path: Path, *, busy_timeout: float = 5.0,
     installation changes are collected in ``Env.changes`` unless ``callback`` is given.
 
     ``entry`` is how requests reach it (``ENTRIES``): ``asgi``, httpx's ASGI transport;
-    ``socket``, a real socket to uvicorn configured as ``serve`` configures it, where a
-    plain delivery takes the fast path (``service.webhook.fast_path``)."""
+    ``socket``, a real socket to uvicorn configured as ``serve`` configures it."""
     async with AsyncExitStack() as stack:
         config = load_config(write_config(tmp_path, server=server), {})
         store: Database
@@ -141,18 +141,15 @@ class Served:
 
 
 @asynccontextmanager
-async def serving(app: WebApp, webhook_path: str) -> AsyncIterator[Served]:
+async def serving(app: FastAPI) -> AsyncIterator[Served]:
     """``app`` served by uvicorn as ``serve`` serves it, on a loopback port."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = web_server(app, webhook_path)
+    server = web_server(app)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
-        with anyio.fail_after(10):
-            while not server.started:
-                if task.done():
-                    task.result()  # raises what stopped it
-                await asyncio.sleep(0.01)
+        await wait_for_async("uvicorn to start", lambda: server.started or (
+            task.done() and task.result()), interval=0.01)
         yield Served(sock.getsockname()[1], server, task)
     finally:
         server.should_exit = True
@@ -161,14 +158,14 @@ async def serving(app: WebApp, webhook_path: str) -> AsyncIterator[Served]:
 
 
 @asynccontextmanager
-async def _client(app: WebApp, webhook_path: str, entry: str
+async def _client(app: FastAPI, entry: str
                   ) -> AsyncIterator[httpx.AsyncClient]:
     if entry == "asgi":
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                      base_url="http://service") as client:
             yield client
     elif entry == "socket":
-        async with serving(app, webhook_path) as served, httpx.AsyncClient(
+        async with serving(app) as served, httpx.AsyncClient(
                 base_url=f"http://127.0.0.1:{served.port}") as client:
             yield client
     else:
@@ -194,7 +191,7 @@ async def _env(config: Config, store: Database,
         on_installation_change=callback or changes.append,
     )
     try:
-        async with harness.client, _client(app, config.server.webhook_path, entry) as client:
+        async with harness.client, _client(app, entry) as client:
             sender = WebhookSender(client, url=config.server.webhook_path, secret=SECRET,
                                    app_id=harness.app.id)
             yield Env(config=config, store=store, queue=queue, health=health, clock=clock,

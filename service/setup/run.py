@@ -21,7 +21,7 @@ import contextlib
 import logging
 import secrets
 import socket
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
@@ -50,14 +50,6 @@ def describe_pending(path: str, exc: MissingCredentials) -> list[str]:
     ]
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without its own signal handling: this module owns SIGTERM/SIGINT."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 async def register(config_path: Path, pending: MissingCredentials, *, public_url: str,
                    environ: Mapping[str, str], stop: asyncio.Event, sockets: list[socket.socket],
                    err: TextIO, clock: Clock = utc_now,
@@ -72,8 +64,11 @@ async def register(config_path: Path, pending: MissingCredentials, *, public_url
     app = create_setup_app(registrar, setup_key=setup_key,
                            webhook_path=pending.config.server.webhook_path,
                            on_registered=lambda _registered: done.set())
-    server = _Server(uvicorn.Config(app, lifespan="off", log_config=None, access_log=False,
-                                    server_header=False, timeout_graceful_shutdown=5))
+    # uvicorn takes SIGINT/SIGTERM while it serves and raises them again once stopped;
+    # the caller's loop handlers have seen them already (they set ``stop``).
+    server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_config=None,
+                                           access_log=False, server_header=False,
+                                           timeout_graceful_shutdown=5))
     # The link is written to stderr as it is, not through logging: log lines are shipped
     # and indexed. Under systemd or Docker stderr is kept too, which is why the key works
     # for this process only.

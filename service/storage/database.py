@@ -16,8 +16,6 @@ and ``PostgresStore`` (``postgres.py``) the one for several hosts:
 - A transaction may be ``concurrent``: it declares that row locks, ``skip_locked`` and
   the named locks it takes keep it correct beside others like it, so PostgreSQL runs
   the claims of several hosts at once; on SQLite it is the one writer like any other.
-- ``try_begin`` is the no-wait transaction the webhook group commit uses: begun at once
-  or not at all, used on one thread, committed from any.
 - ``run`` runs a blocking block on a worker thread, so async code never waits on the
   database on the event loop; ``change_marker`` says whether anything was written since
   a value was read, so that a read can be reused while it is still true.
@@ -29,7 +27,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["Database", "Leadership", "OpenTransaction", "Rows", "Transaction"]
+__all__ = ["Database", "Leadership", "Rows", "Transaction"]
 
 T = TypeVar("T")
 
@@ -56,16 +54,6 @@ class Transaction(Protocol):
     def execute(self, sql: str, parameters: Any = (), /) -> Rows: ...
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Rows: ...
-
-
-class OpenTransaction(Protocol):
-    """A write transaction begun by ``Database.try_begin``: one block, then one end."""
-
-    def using(self) -> AbstractContextManager[Transaction]: ...
-
-    def commit(self) -> None: ...
-
-    def rollback(self) -> None: ...
 
 
 class Leadership(Protocol):
@@ -97,10 +85,9 @@ class Database(Protocol):
 
     @property
     def in_process(self) -> bool:
-        """True when a statement runs inside this process (the file), so that a short
-        write made on the event loop costs microseconds; False for a server, where every
-        statement is a round trip the loop would be held for (``try_begin``'s callers then
-        write on a worker thread instead)."""
+        """True when a statement runs inside this process (the file): a query may then
+        be read lazily from its cursor; False for a server, where every statement is a
+        round trip and a long read is taken a page at a time."""
         ...
 
     @property
@@ -121,10 +108,6 @@ class Database(Protocol):
 
     def read(self) -> AbstractContextManager[Transaction]:
         """A short read of one snapshot; inside ``transaction()`` it shares that one."""
-        ...
-
-    def try_begin(self) -> OpenTransaction | None:
-        """A write transaction begun at once, or None when it would have to wait."""
         ...
 
     async def run(self, func: Callable[..., T], /, *args: Any) -> T:

@@ -41,7 +41,7 @@ from typing import Any, Final, TypeVar
 
 import anyio.to_thread
 import psycopg
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool
 
 from service.storage.errors import MigrationError, NestedTransactionError, StoreClosedError
 from service.storage.pg_schema import PG_MIGRATIONS
@@ -165,46 +165,6 @@ def _first_connection(url: str, kwargs: dict[str, Any]) -> None:
 class _State(threading.local):
     joined: _Transaction | None = None
     reading: bool = False
-
-
-class _OpenTransaction:
-    """A write transaction from ``try_begin``: one block on one thread, ended on any."""
-
-    def __init__(self, store: PostgresStore, conn: psycopg.Connection[Any]) -> None:
-        self._store = store
-        self._conn: psycopg.Connection[Any] | None = conn
-        self._tx = _Transaction(conn)
-
-    @contextmanager
-    def using(self) -> Iterator[_Transaction]:
-        if self._conn is None:
-            raise RuntimeError("this transaction has ended")
-        state = self._store._state
-        if state.joined is not None or state.reading:
-            raise NestedTransactionError("another transaction or read is open on this thread")
-        state.joined = self._tx
-        try:
-            yield self._tx
-        finally:
-            state.joined = None
-
-    def commit(self) -> None:
-        self._end("COMMIT")
-
-    def rollback(self) -> None:
-        self._end("ROLLBACK")
-
-    def _end(self, statement: str) -> None:
-        conn, self._conn = self._conn, None
-        if conn is None:
-            return
-        try:
-            conn.execute(statement)
-        except BaseException:
-            _rollback_quietly(conn)
-            raise
-        finally:
-            self._store._pool.putconn(conn)
 
 
 def _check_quickly(conn: psycopg.Connection[Any]) -> None:
@@ -366,27 +326,6 @@ class PostgresStore:
             except BaseException:
                 _rollback_quietly(conn)
                 raise
-
-    def try_begin(self) -> _OpenTransaction | None:
-        """A write transaction begun at once, or None when another holds the write lock."""
-        self._check_open()
-        try:
-            conn = self._pool.getconn(timeout=1.0)
-        except PoolTimeout:  # every connection busy: the caller takes the waiting path
-            return None
-        try:
-            conn.execute("BEGIN")
-            (taken,) = conn.execute("SELECT pg_try_advisory_xact_lock(%s)",
-                                    (WRITE_LOCK,)).fetchone() or (False,)
-        except BaseException:
-            _rollback_quietly(conn)
-            self._pool.putconn(conn)
-            raise
-        if not taken:
-            _rollback_quietly(conn)
-            self._pool.putconn(conn)
-            return None
-        return _OpenTransaction(self, conn)
 
     @contextmanager
     def read(self) -> Iterator[_Transaction]:

@@ -1,8 +1,9 @@
 """Webhook deliveries into the store: one transaction records a batch and what it asks for.
 
-The webhook receiver (``service.webhook.receiver``) checks size, signature and headers and hands
-each delivery here as ``Received`` (raw body), by way of ``service.webhook.group_commit``, which
-gathers them into batches. ``DeliveryLog`` parses the bodies, skips a delivery id already
+The webhook route (``service.webhook.receiver``) checks size, signature and headers and
+hands each delivery here as ``Received`` (raw body), by way of
+``service.webhook.group_commit``, which gathers them into batches written on a worker
+thread. ``DeliveryLog.receive_batch`` parses the bodies, skips a delivery id already
 recorded (a redelivery), and otherwise records the delivery in ``deliveries`` together
 with its effect, in the same transaction:
 
@@ -13,11 +14,10 @@ with its effect, in the same transaction:
   to the queue through ``service.ingest.apply_decisions``, the seam shared with the
   poller, so an event seen by both paths becomes one queue row.
 
-A batch is written either on the event loop in a transaction left open for group commit
-to commit (``stage``) or wholly on a worker thread (``receive_batch``); the statements are
-the same. A crash or a failure before COMMIT leaves neither the delivery nor its effect,
-and a delivery is logged only once its commit is done. A delivery that fails on its own
-is retried alone so that it cannot fail the others.
+A crash or a failure before COMMIT leaves neither the delivery nor its effect, and a
+delivery is logged only once its commit is done. A body that cannot be parsed is that
+delivery's own 400, and a delivery that fails on its own is retried alone, so that
+neither can fail the others of its batch.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ from service.storage import (
 )
 from service.storage import (
     Database,
-    OpenTransaction,
     StoreClosedError,
     Transaction,
     deliveries,
@@ -59,17 +58,14 @@ from service.webhook.installations import (
     MalformedInstallation,
     change_repositories,
 )
-from service.webhook.skim import skim_body
 
 __all__ = [
-    "ON_LOOP_BYTES",
     "STORE_ERRORS",
     "Delivery",
     "DeliveryLog",
     "InstallationChange",
     "Received",
     "Result",
-    "StagedDeliveries",
     "safe_text",
 ]
 
@@ -77,8 +73,6 @@ log = logging.getLogger(__name__)
 
 #: What a store outage looks like from here (answered 503 by the receiver).
 STORE_ERRORS: Final[tuple[type[Exception], ...]] = (*_STORE_ERRORS, OSError)
-#: A batch with a body bigger than this is parsed and written on a worker thread.
-ON_LOOP_BYTES: Final = 256 * 1024
 _MAX_SQL_INT: Final = 2**63 - 1
 
 def safe_text(value: object, limit: int = 200) -> str | None:
@@ -110,11 +104,11 @@ class Received:
     received_at: datetime
 
     def parse(self) -> Delivery:
-        """The parsed delivery (``PayloadError`` if the body is not a payload): for the
-        trigger events only the fields the App reads (``service.webhook.skim``)."""
-        payload = skim_body(self.event, self.body, self.content_type)
-        if payload is None:
+        """The parsed delivery (``PayloadError`` if the body is not a payload)."""
+        try:
             payload = parse_body(self.body, self.content_type)
+        except RecursionError:  # a structure nested past what any reader can walk
+            raise PayloadError("the payload is nested too deeply") from None
         return Delivery(self.delivery_id, self.event, payload, self.received_at)
 
 
@@ -238,70 +232,16 @@ class _Parsed:
         return outcomes
 
 
-class StagedDeliveries:
-    """A batch written in a transaction still open, as ``DeliveryLog.stage`` leaves it
-    (a ``service.webhook.group_commit.Staged``)."""
-
-    def __init__(self, parsed: _Parsed, transaction: OpenTransaction | None) -> None:
-        self._parsed = parsed
-        self._transaction = transaction
-
-    def commit(self) -> None:
-        """COMMIT: the WAL sync. Blocking; rolls back if it fails."""
-        if self._transaction is not None:
-            self._transaction.commit()
-
-    def committed(self) -> list[Result | Exception]:
-        return self._parsed.log()
-
-    def failed(self, exc: Exception) -> list[Result | Exception]:
-        self._parsed.fill([exc] * len(self._parsed.items))
-        return self._parsed.log()
-
-
 class DeliveryLog:
-    """Records deliveries and carries out what they ask.
-
-    Two ways in, the same effect: ``stage`` on the event loop, for a batch that can take
-    the write lock at once (``service.webhook.group_commit`` then commits it), and
-    ``receive_batch`` on a worker thread, which waits for the lock and commits itself.
-    The trigger rules run inside the transaction, so their ``agent_comments`` lookup
-    (``store.read()``) reads through it.
-    """
+    """Records deliveries and carries out what they ask (``receive_batch``, on a worker
+    thread). The trigger rules run inside the transaction, so their ``agent_comments``
+    lookup (``store.read()``) reads through it."""
 
     def __init__(self, store: Database, queue: ReviewQueue,
                  triggers: Callable[[], TriggerContext]) -> None:
         self._store = store
         self._queue = queue
         self._triggers = triggers
-
-    def stage(self, batch: Sequence[Received]) -> StagedDeliveries | None:
-        """Parse and write ``batch`` in a transaction begun without waiting, left open.
-
-        Never blocks: None (nothing done) when another connection holds the write lock, and
-        also when writing failed, so that ``receive_batch`` writes the batch instead and, if
-        one delivery is at fault, fails only that one. A batch with a body over
-        ``ON_LOOP_BYTES`` goes that way too: parsing it would hold up the loop; and so does
-        every batch on a database server (``Database.in_process`` false), where each
-        statement would hold the loop for a round trip.
-        """
-        if not self._store.in_process:
-            return None
-        if any(len(received.body) > ON_LOOP_BYTES for received in batch):
-            return None
-        parsed = _Parsed(batch)
-        if not parsed.items:
-            return StagedDeliveries(parsed, None)
-        transaction = self._store.try_begin()
-        if transaction is None:
-            return None
-        try:
-            with transaction.using() as conn:
-                parsed.fill(self._write_in(conn, parsed.deliveries))
-        except Exception:
-            transaction.rollback()
-            return None
-        return StagedDeliveries(parsed, transaction)
 
     def receive_batch(self, batch: Sequence[Received]) -> list[Result | Exception]:
         """Parse, write and commit ``batch``, waiting for the write lock. Blocking.

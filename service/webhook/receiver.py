@@ -1,5 +1,4 @@
-"""The webhook route: a plain ASGI handler, served ahead of the web app's middleware, and
-the steps ``service.webhook.fast_path`` calls from uvicorn's HTTP parser.
+"""The webhook route: the handler of the FastAPI route ``POST {server.webhook_path}``.
 
 A delivery is checked in this order, each answered as DESIGN.md says:
 
@@ -8,35 +7,28 @@ A delivery is checked in this order, each answered as DESIGN.md says:
    so an oversized request is never buffered;
 2. signature: ``X-Hub-Signature-256`` over the raw bytes, constant-time, against every
    configured secret (401), before anything is parsed;
-3. ``X-GitHub-Event`` and ``X-GitHub-Delivery`` present (400), and the body JSON or a form
-   carrying ``payload=`` (400);
-4. one store transaction: a delivery id already recorded changes nothing (200
-   ``{"duplicate": true}``); otherwise the delivery row and its effect commit together -- a
-   ``ping`` (200), an installation change to ``repositories`` (202), or the trigger rules'
-   decision applied to the queue (202). A store failure is the one 5xx: 503.
+3. ``X-GitHub-Event`` and ``X-GitHub-Delivery`` present and of GitHub's shape (400);
+4. one store transaction (``service.webhook.deliveries``, by way of group commit): a
+   delivery id already recorded changes nothing (200 ``{"duplicate": true}``); a body
+   that is not a payload is that delivery's own 400; otherwise the delivery row and its
+   effect commit together -- a ``ping`` (200), an installation change (202), or the
+   trigger rules' decision applied to the queue (202). A store failure is the one 5xx: 503.
 
-The rest -- parsing, the rules, the store, the log line -- goes through group commit
-(``service.webhook.group_commit``): on the event loop, a batch of deliveries to a transaction,
-and a worker thread only to wait for the write lock or for a slow disk's sync. A delivery
-is answered only after the transaction holding it committed.
-
-Why plain ASGI: this is the one route that takes load, and the framework's per-request
-machinery (middleware layers, a ``Request`` object, routing, ``JSONResponse``) cost more
-CPU here than reading, verifying and answering the request does.
+A delivery is answered only after the transaction holding it committed.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import datetime
 from typing import Final
 
 import anyio
 import orjson
-from starlette.types import Receive, Scope, Send
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
 
 from service.config import Config
 from service.github.webhooks import SignatureError, check_signature
@@ -51,7 +43,7 @@ from service.webhook.deliveries import (
 )
 from service.webhook.group_commit import GroupCommit
 
-__all__ = ["OFF_LOOP_BYTES", "RETRY_AFTER", "Answer", "WebhookReceiver", "headers_of"]
+__all__ = ["OFF_LOOP_BYTES", "RETRY_AFTER", "WebhookReceiver"]
 
 log = logging.getLogger(__name__)
 
@@ -61,74 +53,40 @@ MAX_EVENT_CHARS: Final = 100
 MAX_DELIVERY_CHARS: Final = 200
 RETRY_AFTER: Final = "5"
 
-_CONTENT_LENGTH: Final = b"content-length"
-_CONTENT_TYPE: Final = b"content-type"
-_SIGNATURE: Final = b"x-hub-signature-256"
-_EVENT: Final = b"x-github-event"
-_DELIVERY: Final = b"x-github-delivery"
-_WANTED: Final = frozenset({_CONTENT_LENGTH, _CONTENT_TYPE, _SIGNATURE, _EVENT, _DELIVERY})
-
-Headers = tuple[tuple[bytes, bytes], ...]
-Answer = tuple[int, dict[str, object], Headers]
+Answer = tuple[int, dict[str, object], dict[str, str]]
 
 
 class _TooLarge(Exception):
     pass
 
 
-class _Disconnected(Exception):
-    pass
-
-
-def headers_of(raw: Iterable[tuple[bytes, bytes]]) -> dict[bytes, str]:
-    """The headers the receiver reads, the first of each name, decoded as latin-1."""
-    found: dict[bytes, str] = {}
-    for raw_name, value in raw:
-        name = raw_name.lower()  # ASGI servers send them lower-cased; then this is cheap
-        if name in _WANTED and name not in found:
-            found[name] = value.decode("latin-1")
-    return found
-
-
-def _github_header(headers: dict[bytes, str], name: bytes, limit: int) -> str | None:
-    value = headers.get(name, "").strip()
+def _github_header(request: Request, name: str, limit: int) -> str | None:
+    value = request.headers.get(name, "").strip()
     return value if value and len(value) <= limit and value.isprintable() else None
 
 
-async def _read_body(receive: Receive, declared: str | None, limit: int) -> bytes:
+async def _read_body(request: Request, limit: int) -> bytes:
     """The body, refused (``_TooLarge``) as soon as it is known to exceed ``limit``."""
-    declared = (declared or "").strip()
+    declared = request.headers.get("content-length", "").strip()
     if declared.isdigit() and int(declared) > limit:
         raise _TooLarge
     chunks: list[bytes] = []
     size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise _Disconnected
-        chunk = message.get("body", b"")
-        if chunk:
-            size += len(chunk)
-            if size > limit:
-                raise _TooLarge
-            chunks.append(chunk)
-        if not message.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def _error(status: int, message: str, *headers: tuple[bytes, bytes]) -> Answer:
+def _error(status: int, message: str, **headers: str) -> Answer:
     return status, {"error": message}, headers
 
 
 class WebhookReceiver:
-    """The webhook route: the checks in the module docstring's order.
-
-    Two ways in, the same steps and answers: ``__call__``, the route as an ASGI app, and
-    ``service.webhook.fast_path``, uvicorn's HTTP protocol answering a plain delivery from
-    its parser callbacks without the ASGI machinery. Both read the body, then ``check``
-    it, ``submit`` what passed, ``settle`` or ``fail`` it when the commit is done, and
-    ``answer``.
-    """
+    """The webhook route's handler (``handle``): the checks in the module docstring's
+    order, then the delivery handed to group commit and answered once committed."""
 
     def __init__(self, config: Config, deliveries: DeliveryLog, clock: Callable[[], datetime],
                  on_installation_change: Callable[[InstallationChange], None] | None,
@@ -138,66 +96,72 @@ class WebhookReceiver:
         self._metrics = metrics
         self._secrets = config.github.webhook_secrets
         self._writer: GroupCommit[Received, Result] = GroupCommit(
-            deliveries.stage, deliveries.receive_batch,
+            deliveries.receive_batch,
             unavailable=lambda exc: is_unavailable(exc) or is_contention(exc))
         self._clock = clock
         self._on_change = on_installation_change
         self._on_enqueued = on_enqueued
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def handle(self, request: Request) -> Response:
+        """Answer one delivery (the FastAPI route's endpoint)."""
         started = time.perf_counter()
         try:
-            answer = await self._answer(headers_of(scope["headers"]), receive)
+            answer = await self._answer(request)
         except Exception:
-            answer = self.bug()
-        status, body, headers = self.answer(answer, started)
-        await send({"type": "http.response.start", "status": status, "headers": [
-            (b"content-length", str(len(body)).encode("ascii")),
-            (b"content-type", b"application/json"), *headers]})
-        await send({"type": "http.response.body", "body": body})
+            log.exception("webhook receiver failed")
+            answer = _error(500, "internal error")
+        headers: dict[str, str]
+        if isinstance(answer, Result):
+            status, content, headers, outcome = (answer.status, answer.body(), {},
+                                                 answer.outcome)
+        else:
+            status, content, headers = answer
+            outcome = {500: "error", 503: "unavailable"}.get(status, "rejected")
+        if self._metrics is not None:
+            self._metrics.delivery(outcome, time.perf_counter() - started)
+        return Response(orjson.dumps(content), status_code=status, headers=headers,
+                        media_type="application/json")
 
-    async def _answer(self, headers: dict[bytes, str], receive: Receive) -> Answer | Result:
+    async def _answer(self, request: Request) -> Answer | Result:
         try:
-            body = await _read_body(receive, headers.get(_CONTENT_LENGTH), self.limit)
+            body = await _read_body(request, self.limit)
         except _TooLarge:
             log.warning("webhook refused: body over the limit",
                         extra={"limit_bytes": self.limit})
-            return _error(413, f"body exceeds {self.limit} bytes", (b"connection", b"close"))
-        except _Disconnected:
+            return _error(413, f"body exceeds {self.limit} bytes", connection="close")
+        except ClientDisconnect:
             return _error(400, "the client disconnected before the body was complete")
         if len(body) > OFF_LOOP_BYTES:
-            checked = await anyio.to_thread.run_sync(self.check, headers, body)
+            checked = await anyio.to_thread.run_sync(self._check, request, body)
         else:
-            checked = self.check(headers, body)
+            checked = self._check(request, body)
         if not isinstance(checked, Received):
             return checked
         try:
-            result = await self.submit(checked)
+            result = await self._writer.submit(checked)
         except Exception as exc:
-            return self.fail(checked, exc)
-        return self.settle(result)
+            return self._failed(checked, exc)
+        self._settle(result)
+        return result
 
-    def check(self, headers: dict[bytes, str], body: bytes) -> Answer | Received:
-        """The signature over ``body``, then the GitHub headers: the delivery to record, or
-        the answer refusing it. Runs on the event loop unless the body is over
-        ``OFF_LOOP_BYTES``."""
+    def _check(self, request: Request, body: bytes) -> Answer | Received:
+        """The signature over ``body``, then the GitHub headers: the delivery to record,
+        or the answer refusing it."""
         try:
-            check_signature(body, headers.get(_SIGNATURE), self._secrets)
+            check_signature(body, request.headers.get("x-hub-signature-256"), self._secrets)
         except SignatureError as exc:
             log.warning("webhook refused: bad signature", extra={"reason": exc.reason})
             return _error(401, f"signature check failed: {exc.reason}")
-        event = _github_header(headers, _EVENT, MAX_EVENT_CHARS)
-        delivery_id = _github_header(headers, _DELIVERY, MAX_DELIVERY_CHARS)
+        event = _github_header(request, "x-github-event", MAX_EVENT_CHARS)
+        delivery_id = _github_header(request, "x-github-delivery", MAX_DELIVERY_CHARS)
         if event is None or delivery_id is None:
             missing = "X-GitHub-Event" if event is None else "X-GitHub-Delivery"
             return _error(400, f"missing or invalid {missing} header")
-        return Received(delivery_id, event, body, headers.get(_CONTENT_TYPE), self._clock())
+        return Received(delivery_id, event, body, request.headers.get("content-type"),
+                        self._clock())
 
-    def submit(self, received: Received) -> asyncio.Future[Result]:
-        """Hand ``received`` to group commit: a future resolved once it is committed."""
-        return self._writer.enqueue(received)
-
-    def fail(self, received: Received, exc: BaseException) -> Answer:
+    @staticmethod
+    def _failed(received: Received, exc: BaseException) -> Answer:
         """The answer to a delivery whose transaction failed: nothing was recorded."""
         # The transaction rolled back, so nothing was recorded and a redelivery will be
         # processed in full: 503 is the honest answer whatever failed.
@@ -208,9 +172,9 @@ class WebhookReceiver:
                       "delivery_id": received.delivery_id, "event": received.event,
                       "error": type(exc).__name__})
         return _error(503, "the store is unavailable; nothing was recorded",
-                      (b"retry-after", RETRY_AFTER.encode("ascii")))
+                      **{"retry-after": RETRY_AFTER})
 
-    def settle(self, result: Result) -> Result:
+    def _settle(self, result: Result) -> None:
         """After the commit: tell the poller of an installation change, wake the workers."""
         if result.change is not None and self._on_change is not None:
             try:
@@ -220,27 +184,3 @@ class WebhookReceiver:
                               extra={"delivery_id": result.delivery_id})
         if result.enqueued and self._on_enqueued is not None:
             self._on_enqueued()  # idle workers claim at once instead of at their next poll
-        return result
-
-    @staticmethod
-    def bug() -> Answer:
-        """The answer when a step raised: a bug, not a store outage (those are 503)."""
-        log.exception("webhook receiver failed")
-        return _error(500, "internal error")
-
-    def answer(self, answer: Answer | Result, started: float
-               ) -> tuple[int, bytes, Headers]:
-        """Status, JSON body and extra headers; the delivery counted in the metrics under
-        its outcome class (``Result.outcome`` for one that reached the store)."""
-        headers: Headers
-        if isinstance(answer, Result):
-            outcome = answer.outcome
-            status, content, headers = answer.status, answer.body(), ()
-        else:
-            status, content, headers = answer
-            outcome = {500: "error", 503: "unavailable"}.get(status, "rejected")
-        if self._metrics is not None:
-            self._metrics.delivery(outcome, time.perf_counter() - started)
-        # Compact UTF-8, as Starlette's JSONResponse renders; the answers hold only strings,
-        # numbers, lists and nulls, which orjson writes the same way about ten times faster.
-        return status, orjson.dumps(content), headers

@@ -53,12 +53,14 @@ async def seeded(rig: FaultRig) -> None:
 
 # -- another process holds the write lock --------------------------------------------------
 
+# Holds the file's write lock until told to let go (a line on its stdin), so the test
+# decides when the lock goes, not a sleep that a loaded machine may outlast.
 LOCKER = """
-import sqlite3, sys, time
+import sqlite3, sys
 db = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)
 db.execute("BEGIN EXCLUSIVE")
 print("locked", flush=True)
-time.sleep(float(sys.argv[2]))
+sys.stdin.readline()
 db.execute("COMMIT")
 """
 
@@ -68,8 +70,8 @@ async def test_a_store_locked_by_another_process(tmp_path: Path) -> None:
     rig = FaultRig.create(tmp_path)
     async with rig.running() as task:
         await seeded(rig)
-        locker = subprocess.Popen([sys.executable, "-c", LOCKER, rig.config.store.path, "7"],
-                                  stdout=subprocess.PIPE)
+        locker = subprocess.Popen([sys.executable, "-c", LOCKER, rig.config.store.path],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         try:
             assert locker.stdout is not None
             assert locker.stdout.readline().strip() == b"locked"
@@ -83,6 +85,9 @@ async def test_a_store_locked_by_another_process(tmp_path: Path) -> None:
                 lambda: rig.logged("store busy; skipping the rest of this poll cycle"),
                 "the poller to skip a cycle")
         finally:
+            assert locker.stdin is not None
+            locker.stdin.write(b"go\n")
+            locker.stdin.close()
             await rig.wait_for(lambda: locker.poll() is not None, "the lock to go")
             if locker.stdout is not None:
                 locker.stdout.close()
