@@ -1,21 +1,29 @@
-"""``DeliveryLog.receive_batch``: a batch of deliveries parsed, recorded with what each asks
-for, and committed in one transaction; on both backends."""
+"""``DeliveryLog``: a batch of deliveries parsed, recorded with what each asks for, and
+committed in one transaction, on both backends (``receive_batch``, on a worker thread);
+and on the SQLite file, written on the event loop's side and committed elsewhere
+(``stage``)."""
 
 from __future__ import annotations
 
 import json
 import logging
+import sqlite3
+import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
 from service.config import TriggersConfig
-from service.storage import Database
+from service.storage import Database, SqliteStore
 from service.storage.agent_comments import AgentComments
+from service.storage.postgres import PostgresStore
 from service.storage.queue import ReviewQueue
 from service.triggers import TriggerContext
-from service.webhook.deliveries import DeliveryLog, Received, Result
+from service.webhook.deliveries import ON_LOOP_BYTES, DeliveryLog, Received, Result
 from tests import payloads as p
+from tests.databases import throwaway_database
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
@@ -90,3 +98,124 @@ def test_a_delivery_that_fails_alone_is_written_alone(
     assert [o.outcome for o in (outcomes[0], outcomes[2]) if isinstance(o, Result)] == [
         "enqueued", "enqueued"]
     assert count(database, "deliveries") == 2
+
+
+# -- stage: the event loop's side (the SQLite file) ------------------------------------------
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqliteStore]:
+    with SqliteStore(tmp_path / "state.db", busy_timeout=30) as opened:
+        yield opened
+
+
+def committed_rows(store: SqliteStore, table: str) -> int:
+    with sqlite3.connect(store.path) as other:
+        return int(other.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+
+
+def test_a_staged_batch_is_written_but_not_committed_or_logged_until_its_commit(
+        store: SqliteStore, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="service.webhook.deliveries")
+    log = deliveries_log(store)
+    batch = [opened_pr(1, "d-1"), opened_pr(2, "d-2"),
+             Received("d-bad", "pull_request", b"{not json", None, NOW)]
+
+    staged = log.stage(batch)
+
+    assert staged is not None
+    assert committed_rows(store, "deliveries") == 0 and committed_rows(store, "queue") == 0
+    assert caplog.records == []
+    threading.Thread(target=staged.commit).start()  # the sync happens on another thread
+    outcomes = _wait_committed(store, staged)
+    assert [o.status for o in outcomes if isinstance(o, Result)] == [202, 202, 400]
+    assert committed_rows(store, "deliveries") == 2 and committed_rows(store, "queue") == 2
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages.count("webhook delivery") == 2
+    assert messages.count("webhook refused: unparseable body") == 1
+
+
+def _wait_committed(store: SqliteStore, staged: object) -> list[Result | Exception]:
+    for _ in range(500):
+        if committed_rows(store, "deliveries"):
+            break
+        threading.Event().wait(0.01)
+    return list(staged.committed())  # type: ignore[attr-defined]
+
+
+def test_stage_does_not_wait_for_another_writer(store: SqliteStore) -> None:
+    log = deliveries_log(store)
+    with sqlite3.connect(store.path, isolation_level=None) as other:
+        other.execute("BEGIN IMMEDIATE")
+        assert log.stage([opened_pr(1, "d-1")]) is None
+        other.execute("ROLLBACK")
+
+    assert log.receive_batch([opened_pr(1, "d-1")])[0].status == 202  # type: ignore[union-attr]
+
+
+def test_a_batch_with_a_big_body_is_left_to_the_blocking_path(store: SqliteStore) -> None:
+    log = deliveries_log(store)
+    payload = p.pull_request_event("opened", p.pull_request(3, head_sha="c" * 40))
+    payload["padding"] = "x" * ON_LOOP_BYTES
+    big = Received("d-big", "pull_request", json.dumps(payload).encode(), None, NOW)
+
+    assert log.stage([opened_pr(1, "d-1"), big]) is None
+    assert committed_rows(store, "deliveries") == 0
+
+
+def test_a_batch_that_fails_is_rolled_back_and_left_to_the_blocking_path(
+        store: SqliteStore) -> None:
+    log = deliveries_log(store)
+    with store.transaction() as conn:
+        conn.execute("CREATE TRIGGER fail_bad AFTER INSERT ON deliveries"
+                     " WHEN NEW.delivery_id = 'bad'"
+                     " BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
+    batch = [opened_pr(1, "ok"), opened_pr(2, "bad")]
+
+    assert log.stage(batch) is None
+    assert committed_rows(store, "queue") == 0
+    free = store.try_begin()  # rolled back: the no-wait transaction is free again
+    assert free is not None
+    free.rollback()
+
+    outcomes = log.receive_batch(batch)  # where one delivery at fault fails alone
+    assert isinstance(outcomes[0], Result) and outcomes[0].status == 202
+    assert isinstance(outcomes[1], sqlite3.IntegrityError)
+
+
+def test_a_failed_commit_fails_the_written_deliveries_and_not_the_refused(
+        store: SqliteStore) -> None:
+    log = deliveries_log(store)
+    staged = log.stage([opened_pr(1, "d-1"),
+                        Received("d-bad", "pull_request", b"[]", None, NOW)])
+    assert staged is not None
+    staged.commit()  # (committed here only to end the transaction)
+
+    outcomes = staged.failed(OSError("disk I/O error"))
+
+    assert isinstance(outcomes[0], OSError)
+    assert isinstance(outcomes[1], Result) and outcomes[1].status == 400
+
+
+def test_a_batch_with_nothing_to_write_takes_no_transaction(store: SqliteStore) -> None:
+    log = deliveries_log(store)
+    holder = store.try_begin()  # if stage needed one, it could not have it
+    assert holder is not None
+
+    staged = log.stage([Received("d-bad", "ping", b"", None, NOW)])
+
+    assert staged is not None
+    staged.commit()
+    [outcome] = staged.committed()
+    assert isinstance(outcome, Result) and outcome.status == 400
+    holder.rollback()
+
+
+def test_on_a_database_server_a_batch_is_never_written_on_the_loop() -> None:
+    # Each statement would hold the event loop for a round trip: the batch is left to the
+    # blocking path, which writes and commits it on a worker thread.
+    with throwaway_database() as conninfo, PostgresStore(conninfo) as store:
+        log = deliveries_log(store)
+        assert log.stage([opened_pr(1, "d-1")]) is None
+        [result] = log.receive_batch([opened_pr(1, "d-1")])
+        assert isinstance(result, Result) and result.outcome == "enqueued"

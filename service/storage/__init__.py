@@ -10,7 +10,7 @@
 docs/ARCHITECTURE.md has the table of which module owns which table.
 """
 
-from service.storage.database import Database, Leadership, Rows, Transaction
+from service.storage.database import Database, Leadership, OpenTransaction, Rows, Transaction
 from service.storage.errors import (
     STORE_ERRORS,
     MigrationError,
@@ -33,6 +33,7 @@ __all__ = [
     "Leadership",
     "MigrationError",
     "NestedTransactionError",
+    "OpenTransaction",
     "Rows",
     "SqliteStore",
     "StoreClosedError",

@@ -16,6 +16,9 @@ and ``PostgresStore`` (``postgres.py``) the one for several hosts:
 - A transaction may be ``concurrent``: it declares that row locks, ``skip_locked`` and
   the named locks it takes keep it correct beside others like it, so PostgreSQL runs
   the claims of several hosts at once; on SQLite it is the one writer like any other.
+- ``try_begin`` is the no-wait transaction the webhook route uses on the event loop:
+  begun at once or not at all, used on one thread, committed from any (the file only; a
+  server's every statement is a round trip, so there it is never begun).
 - ``run`` runs a blocking block on a worker thread, so async code never waits on the
   database on the event loop; ``change_marker`` says whether anything was written since
   a value was read, so that a read can be reused while it is still true.
@@ -27,7 +30,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["Database", "Leadership", "Rows", "Transaction"]
+__all__ = ["Database", "Leadership", "OpenTransaction", "Rows", "Transaction"]
 
 T = TypeVar("T")
 
@@ -54,6 +57,16 @@ class Transaction(Protocol):
     def execute(self, sql: str, parameters: Any = (), /) -> Rows: ...
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Rows: ...
+
+
+class OpenTransaction(Protocol):
+    """A write transaction begun by ``Database.try_begin``: one block, then one end."""
+
+    def using(self) -> AbstractContextManager[Transaction]: ...
+
+    def commit(self) -> None: ...
+
+    def rollback(self) -> None: ...
 
 
 class Leadership(Protocol):
@@ -85,9 +98,10 @@ class Database(Protocol):
 
     @property
     def in_process(self) -> bool:
-        """True when a statement runs inside this process (the file): a query may then
-        be read lazily from its cursor; False for a server, where every statement is a
-        round trip and a long read is taken a page at a time."""
+        """True when a statement runs inside this process (the file), so that a short
+        write made on the event loop costs microseconds; False for a server, where every
+        statement is a round trip the loop would be held for (``try_begin``'s callers then
+        write on a worker thread instead)."""
         ...
 
     @property
@@ -108,6 +122,11 @@ class Database(Protocol):
 
     def read(self) -> AbstractContextManager[Transaction]:
         """A short read of one snapshot; inside ``transaction()`` it shares that one."""
+        ...
+
+    def try_begin(self) -> OpenTransaction | None:
+        """A write transaction begun at once, or None when it would have to wait (and
+        always on a backend whose statements are round trips to a server)."""
         ...
 
     async def run(self, func: Callable[..., T], /, *args: Any) -> T:

@@ -327,6 +327,11 @@ class PostgresStore:
                 _rollback_quietly(conn)
                 raise
 
+    def try_begin(self) -> None:
+        """None: every statement is a round trip to the server, which the event loop must
+        not wait for (the webhook route writes on a worker thread here)."""
+        return None
+
     @contextmanager
     def read(self) -> Iterator[_Transaction]:
         """A read of one snapshot; inside ``transaction()`` it shares that one."""

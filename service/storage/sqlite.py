@@ -20,11 +20,11 @@ from typing import Any, Final, TypeVar, cast
 import anyio.to_thread
 
 from service.storage.database import Transaction
-from service.storage.errors import NestedTransactionError, StoreClosedError
+from service.storage.errors import NestedTransactionError, StoreClosedError, is_contention
 from service.storage.migrate import migrate, rollback_if_open, user_version
 from service.storage.migrations import MIGRATIONS
 
-__all__ = ["DEFAULT_BUSY_TIMEOUT", "HEAD_VERSION", "SqliteStore"]
+__all__ = ["DEFAULT_BUSY_TIMEOUT", "HEAD_VERSION", "OpenTransaction", "SqliteStore"]
 
 T = TypeVar("T")
 
@@ -41,6 +41,58 @@ class _ThreadState(threading.local):
     conn: sqlite3.Connection | None = None
     in_transaction: bool = False
     read_depth: int = 0
+    joined: sqlite3.Connection | None = None  # an OpenTransaction in use on this thread
+
+
+class OpenTransaction:
+    """A write transaction from ``SqliteStore.try_begin``: used on one thread, ended on any.
+
+    ``using()`` runs a block on it (there, ``store.read()`` shares it, as inside
+    ``transaction()``); ``commit()`` or ``rollback()`` ends it, from whichever thread, and
+    exactly one of them must be called. A failed COMMIT rolls back and re-raises.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, state: _ThreadState,
+                 release: Callable[[], None]) -> None:
+        self._conn = conn
+        self._state = state
+        self._release: Callable[[], None] | None = release
+
+    @contextmanager
+    def using(self) -> Iterator[sqlite3.Connection]:
+        """This thread's ``read()`` joins the transaction for the block; yields its connection."""
+        if self._release is None:
+            raise RuntimeError("this transaction has ended")
+        state = self._state
+        if state.in_transaction or state.read_depth or state.joined is not None:
+            raise NestedTransactionError("another transaction or read is open on this thread")
+        state.joined = self._conn
+        try:
+            yield self._conn
+        finally:
+            state.joined = None
+
+    def commit(self) -> None:
+        """COMMIT: the WAL sync happens here; the caller decides on which thread."""
+        try:
+            self._conn.execute("COMMIT")
+        except BaseException:
+            rollback_if_open(self._conn)
+            raise
+        finally:
+            self._end()
+
+    def rollback(self) -> None:
+        """ROLLBACK (no sync): nothing the block wrote is kept."""
+        try:
+            rollback_if_open(self._conn)
+        finally:
+            self._end()
+
+    def _end(self) -> None:
+        release, self._release = self._release, None
+        if release is not None:
+            release()
 
 
 class _OneHost:
@@ -77,6 +129,8 @@ class SqliteStore:
         self._lock = threading.Lock()
         self._connections: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._closed = False
+        self._no_wait: sqlite3.Connection | None = None  # try_begin's own connection
+        self._no_wait_taken = threading.Lock()
         try:
             migrate(self._connection(), migrations)
         except BaseException:
@@ -95,8 +149,11 @@ class SqliteStore:
         with self._lock:
             self._closed = True
             connections, self._connections = self._connections, []
+            no_wait, self._no_wait = self._no_wait, None
         for _, conn in connections:
             conn.close()
+        if no_wait is not None:
+            no_wait.close()
 
     def __enter__(self) -> SqliteStore:
         return self
@@ -183,7 +240,7 @@ class SqliteStore:
         """
         conn = self._connection()
         state = self._local
-        if state.in_transaction:
+        if state.in_transaction or state.joined is not None:
             raise NestedTransactionError("transaction() is already open on this thread")
         if state.read_depth:
             raise NestedTransactionError(
@@ -200,6 +257,33 @@ class SqliteStore:
         finally:
             state.in_transaction = False
 
+    def try_begin(self) -> OpenTransaction | None:
+        """Begin a write transaction at once or not at all: None when it would have to wait.
+
+        For a caller that must not block, the webhook receiver on the event loop: the
+        statements are quick once the write lock is held, and the COMMIT (the WAL sync)
+        can be moved to a thread when it is slow. The transaction runs on a connection of
+        its own with no busy timeout, so None means another connection holds the write
+        lock, or this store's one open transaction of this kind has not ended yet; the
+        caller then takes the waiting path, ``transaction()`` on a thread.
+        """
+        if not self._no_wait_taken.acquire(blocking=False):
+            return None
+        try:
+            with self._lock:
+                if self._closed:
+                    raise StoreClosedError(f"store {self._path!r} is closed")
+                if self._no_wait is None:
+                    self._no_wait = self._open(busy_timeout=0)
+                conn = self._no_wait
+            conn.execute("BEGIN IMMEDIATE")
+        except BaseException as exc:
+            self._no_wait_taken.release()
+            if isinstance(exc, sqlite3.OperationalError) and is_contention(exc):
+                return None
+            raise
+        return OpenTransaction(conn, self._local, self._no_wait_taken.release)
+
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
         """A short read-only use of this thread's connection; takes no write lock.
@@ -210,6 +294,9 @@ class SqliteStore:
         ``transaction()`` it simply shares the write transaction.
         """
         state = self._local
+        if state.joined is not None:
+            yield state.joined
+            return
         conn = self._connection()
         if state.in_transaction or state.read_depth:
             state.read_depth += 1

@@ -2,10 +2,9 @@
 
 The webhook route (``service.webhook.receiver``) checks size, signature and headers and
 hands each delivery here as ``Received`` (raw body), by way of
-``service.webhook.group_commit``, which gathers them into batches written on a worker
-thread. ``DeliveryLog.receive_batch`` parses the bodies, skips a delivery id already
-recorded (a redelivery), and otherwise records the delivery in ``deliveries`` together
-with its effect, in the same transaction:
+``service.webhook.group_commit``, which gathers them into batches. ``DeliveryLog`` parses
+the bodies, skips a delivery id already recorded (a redelivery), and otherwise records the
+delivery in ``deliveries`` together with its effect, in the same transaction:
 
 - ``ping``: nothing else;
 - ``installation`` / ``installation_repositories``: the ``repositories`` table
@@ -14,7 +13,10 @@ with its effect, in the same transaction:
   to the queue through ``service.ingest.apply_decisions``, the seam shared with the
   poller, so an event seen by both paths becomes one queue row.
 
-A crash or a failure before COMMIT leaves neither the delivery nor its effect, and a
+A batch is written either on the event loop in a transaction left open for group commit
+to commit (``stage``: the SQLite file, when its write lock is free at once), or wholly on
+a worker thread (``receive_batch``); the statements are the same. A
+crash or a failure before COMMIT leaves neither the delivery nor its effect, and a
 delivery is logged only once its commit is done. A body that cannot be parsed is that
 delivery's own 400, and a delivery that fails on its own is retried alone, so that
 neither can fail the others of its batch.
@@ -37,6 +39,7 @@ from service.storage import (
 )
 from service.storage import (
     Database,
+    OpenTransaction,
     StoreClosedError,
     Transaction,
     deliveries,
@@ -60,12 +63,14 @@ from service.webhook.installations import (
 )
 
 __all__ = [
+    "ON_LOOP_BYTES",
     "STORE_ERRORS",
     "Delivery",
     "DeliveryLog",
     "InstallationChange",
     "Received",
     "Result",
+    "StagedDeliveries",
     "safe_text",
 ]
 
@@ -73,6 +78,8 @@ log = logging.getLogger(__name__)
 
 #: What a store outage looks like from here (answered 503 by the receiver).
 STORE_ERRORS: Final[tuple[type[Exception], ...]] = (*_STORE_ERRORS, OSError)
+#: A batch with a body bigger than this is parsed and written on a worker thread.
+ON_LOOP_BYTES: Final = 256 * 1024
 _MAX_SQL_INT: Final = 2**63 - 1
 
 def safe_text(value: object, limit: int = 200) -> str | None:
@@ -232,16 +239,68 @@ class _Parsed:
         return outcomes
 
 
+class StagedDeliveries:
+    """A batch written in a transaction still open, as ``DeliveryLog.stage`` leaves it
+    (a ``service.webhook.group_commit.Staged``)."""
+
+    def __init__(self, parsed: _Parsed, transaction: OpenTransaction | None) -> None:
+        self._parsed = parsed
+        self._transaction = transaction
+
+    def commit(self) -> None:
+        """COMMIT: the WAL sync. Blocking; rolls back if it fails."""
+        if self._transaction is not None:
+            self._transaction.commit()
+
+    def committed(self) -> list[Result | Exception]:
+        return self._parsed.log()
+
+    def failed(self, exc: Exception) -> list[Result | Exception]:
+        self._parsed.fill([exc] * len(self._parsed.items))
+        return self._parsed.log()
+
+
 class DeliveryLog:
-    """Records deliveries and carries out what they ask (``receive_batch``, on a worker
-    thread). The trigger rules run inside the transaction, so their ``agent_comments``
-    lookup (``store.read()``) reads through it."""
+    """Records deliveries and carries out what they ask.
+
+    Two ways to write a batch, the same effect: ``stage`` on the event loop, for a batch
+    that can take the write lock at once (``service.webhook.group_commit`` then commits
+    it), and ``receive_batch`` on a worker thread, which waits for the lock and commits
+    itself. The trigger rules run inside the transaction, so their
+    ``agent_comments`` lookup (``store.read()``) reads through it.
+    """
 
     def __init__(self, store: Database, queue: ReviewQueue,
                  triggers: Callable[[], TriggerContext]) -> None:
         self._store = store
         self._queue = queue
         self._triggers = triggers
+
+    def stage(self, batch: Sequence[Received]) -> StagedDeliveries | None:
+        """Parse and write ``batch`` in a transaction begun without waiting, left open.
+
+        Never blocks: None (nothing done) when the store cannot begin at once (another
+        connection holds the write lock, or the store is a server, whose every statement
+        would hold the loop for a round trip), and also when writing failed, so that
+        ``receive_batch`` writes the batch instead and, if one delivery is at fault, fails
+        only that one. A batch with a body over ``ON_LOOP_BYTES`` goes that way too:
+        parsing it would hold up the loop.
+        """
+        if any(len(received.body) > ON_LOOP_BYTES for received in batch):
+            return None
+        parsed = _Parsed(batch)
+        if not parsed.items:
+            return StagedDeliveries(parsed, None)
+        transaction = self._store.try_begin()
+        if transaction is None:
+            return None
+        try:
+            with transaction.using() as conn:
+                parsed.fill(self._write_in(conn, parsed.deliveries))
+        except Exception:
+            transaction.rollback()
+            return None
+        return StagedDeliveries(parsed, transaction)
 
     def receive_batch(self, batch: Sequence[Received]) -> list[Result | Exception]:
         """Parse, write and commit ``batch``, waiting for the write lock. Blocking.

@@ -96,7 +96,7 @@ class WebhookReceiver:
         self._metrics = metrics
         self._secrets = config.github.webhook_secrets
         self._writer: GroupCommit[Received, Result] = GroupCommit(
-            deliveries.receive_batch,
+            deliveries.stage, deliveries.receive_batch,
             unavailable=lambda exc: is_unavailable(exc) or is_contention(exc))
         self._clock = clock
         self._on_change = on_installation_change

@@ -61,6 +61,12 @@ def test_a_new_database_is_migrated_once(conninfo: str) -> None:
         assert tx.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == 1
 
 
+def test_try_begin_never_begins_on_a_server(pg: PostgresStore) -> None:
+    """Each statement would be a round trip the event loop waits for: the webhook route
+    writes on a worker thread here, and ``try_begin`` says so by beginning nothing."""
+    assert pg.try_begin() is None
+
+
 def test_no_two_writers_at_once(pg: PostgresStore) -> None:
     holding, release = threading.Event(), threading.Event()
 
