@@ -86,10 +86,10 @@ def test_a_delivery_that_fails_alone_is_written_alone(
     log = deliveries_log(database)
     real = log._classify
 
-    def classify(delivery: object) -> object:
+    def classify(delivery: object, context: object) -> object:
         if getattr(delivery, "delivery_id", "") == "d-2":
             raise ValueError("this delivery's own fault")
-        return real(delivery)  # type: ignore[arg-type]
+        return real(delivery, context)  # type: ignore[arg-type]
 
     monkeypatch.setattr(log, "_classify", classify)
     outcomes = log.receive_batch([opened_pr(1, "d-1"), opened_pr(2, "d-2"),

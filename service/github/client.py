@@ -202,11 +202,14 @@ class GitHubClient:
         return response.text
 
     async def post_json(
-        self, actor: Actor, path: str, json: Any = None, *, idempotent: bool = False
+        self, actor: Actor, path: str, json: Any = None, *, idempotent: bool = False,
+        urgent: bool = False,
     ) -> Any:
         """POST. Retried after a 5xx or read failure only when ``idempotent`` is True,
-        because a POST that GitHub may have applied would otherwise be applied twice."""
-        response = await self.request(actor, "POST", path, json=json, idempotent=idempotent)
+        because a POST that GitHub may have applied would otherwise be applied twice.
+        ``urgent`` (the 👀): ahead of the installation's other writes waiting."""
+        response = await self.request(actor, "POST", path, json=json, idempotent=idempotent,
+                                      urgent=urgent)
         return _json_body(response, "POST", self._requester.path_of(path))
 
     async def patch_json(self, actor: Actor, path: str, json: Any = None) -> Any:
@@ -300,6 +303,7 @@ class GitHubClient:
         json: Any = None,
         accept: str = JSON_MEDIA,
         idempotent: bool | None = None,
+        urgent: bool = False,
     ) -> httpx.Response:
         """One REST call with every rule above applied; returns the successful response.
 
@@ -317,5 +321,6 @@ class GitHubClient:
         return await self._requester.send(
             actor, method, path, params=params, json=json, accept=accept,
             idempotent=method in IDEMPOTENT_METHODS if idempotent is None else idempotent,
+            urgent=urgent,
         )
 

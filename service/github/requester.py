@@ -5,7 +5,9 @@ allow, applying the pure decisions of ``ratelimit`` and ``conditional``:
 
 - it asks for a fresh credential on every attempt (a long wait may outlive a token);
 - it waits, before sending, when the actor's budget for the resource is known to be spent;
-- it serialises writes per installation and spaces them ``write_spacing`` apart;
+- it serialises writes per installation and spaces them ``write_spacing`` apart, an
+  ``urgent`` one (the 👀) ahead of the others and not held back by the spacing
+  (``write_turns``);
 - it attaches the validators stored for the token in use to a conditional GET, and counts
   whether their absence is a first request or the cost of a token rotation;
 - on a 401 it drops the installation token and tries once with a new one; on a rate limit
@@ -20,7 +22,6 @@ installation id, method, API path, status and attempt, never a header.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ from service.github.ratelimit import (
     resource_for_path,
 )
 from service.github.urls import GRAPHQL_PATH, api_url, graphql_url
+from service.github.write_turns import WriteTurns
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +105,7 @@ class _Call:
     idempotent: bool
     conditional: Conditional | None
     write: bool
+    urgent: bool = False
 
 
 def _never_reached_github(exc: httpx.TransportError) -> bool:
@@ -161,7 +164,7 @@ class Requester:
         self._policy = policy
         self._etags = etags
         self._limits: dict[tuple[Actor, str], RateLimit] = {}
-        self._write_locks: dict[Actor, asyncio.Lock] = {}
+        self._write_turns: dict[Actor, WriteTurns] = {}
         self._last_write: dict[Actor, datetime] = {}
         self._last_fingerprint: dict[str, str] = {}
         self._github_clock = GitHubClock(self._now)  # for GitHub's instants (resets)
@@ -194,6 +197,7 @@ class Requester:
         idempotent: bool,
         json: Any = None,
         conditional: Conditional | None = None,
+        urgent: bool = False,
     ) -> httpx.Response:
         if isinstance(actor, str):
             valid = actor == APP
@@ -213,11 +217,11 @@ class Requester:
             idempotent=idempotent, conditional=conditional,
             # Writes made as an installation create content: one at a time, spaced. App
             # POSTs (token mints) do not, and must not queue behind a review being posted.
-            write=method in WRITE_METHODS and not isinstance(actor, str),
+            write=method in WRITE_METHODS and not isinstance(actor, str), urgent=urgent,
         )
         if not call.write:
             return await self._attempts(call)
-        async with self._write_locks.setdefault(actor, asyncio.Lock()):
+        async with self._write_turns.setdefault(actor, WriteTurns()).turn(urgent=urgent):
             return await self._attempts(call)
 
     async def _attempts(self, call: _Call) -> httpx.Response:
@@ -229,7 +233,7 @@ class Requester:
             headers = {"Authorization": header, "Accept": call.accept}
             if call.conditional is not None and token is not None:
                 self._add_validators(call, token, headers)
-            if call.write:
+            if call.write and not call.urgent:
                 await self._space_write(call.actor)
             try:
                 response = await self._http.request(

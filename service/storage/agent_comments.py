@@ -13,7 +13,7 @@ from datetime import datetime
 from service.storage.database import Database, Transaction
 from service.storage.times import to_db_time
 
-__all__ = ["AgentComments", "is_ours", "remember"]
+__all__ = ["AgentComments", "is_ours", "ours", "remember"]
 
 _REMEMBER = """
 INSERT INTO agent_comments (repo, comment_id, posted_at) VALUES (:repo, :comment_id, :now)
@@ -32,6 +32,16 @@ def remember(tx: Transaction, repo: str, comment_ids: Iterable[int], now: dateti
 def is_ours(tx: Transaction, comment_id: int) -> bool:
     """True when the App posted ``comment_id``."""
     return tx.execute(_OURS, (comment_id,)).fetchone() is not None
+
+
+def ours(tx: Transaction, comment_ids: Iterable[int]) -> frozenset[int]:
+    """Which of ``comment_ids`` the App posted (one statement for the lot)."""
+    ids = sorted({int(c) for c in comment_ids})
+    if not ids:
+        return frozenset()
+    marks = ", ".join("?" * len(ids))
+    return frozenset(int(r[0]) for r in tx.execute(
+        f"SELECT comment_id FROM agent_comments WHERE comment_id IN ({marks})", ids))
 
 
 class AgentComments:

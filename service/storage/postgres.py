@@ -330,7 +330,7 @@ class PostgresStore:
     def try_begin(self) -> None:
         """None: every statement is a round trip to the server, which the event loop must
         not wait for (the webhook route writes on a worker thread here)."""
-        return None
+        return
 
     @contextmanager
     def read(self) -> Iterator[_Transaction]:

@@ -68,8 +68,9 @@ class GitHubAck:
 
     async def ack(self, claim: Claim) -> None:
         installation = await self._installations(claim.repo)
+        # Urgent: ahead of the installation's reviews and check runs waiting to be written.
         await self._github.post_json(installation, reaction_path(claim), {"content": EYES},
-                                     idempotent=True)
+                                     idempotent=True, urgent=True)
 
 
 class NullPublisher:

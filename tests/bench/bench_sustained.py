@@ -26,19 +26,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import gc
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
-
-import httpx
+from urllib.parse import urlsplit
 
 from tests.bench.bench_reaction import percentile
 from tests.chaos.rig import ChaosRig, RigSettings, signed_delivery
 from tests.databases import as_url, throwaway_database
-
-CONNECTIONS = 32
 
 
 def _ms(seconds: float) -> float:
@@ -95,24 +94,90 @@ class Load:
         latencies = [0.0] * len(self.deliveries)
         statuses = [0] * len(self.deliveries)
         due_of: dict[str, float] = {}
-        limits = httpx.Limits(max_connections=CONNECTIONS,
-                              max_keepalive_connections=CONNECTIONS)
-        async with httpx.AsyncClient(limits=limits, timeout=60) as client:
+        url = urlsplit(self.rig.webhook_url)
+        requests = [_raw_request(url.hostname or "127.0.0.1", url.path, body, headers)
+                    for body, headers, _ in self.deliveries]
+        pool = _Connections(url.hostname or "127.0.0.1", url.port or 80)
+        # The sender's own pauses would be charged to the server: it is a few lines of
+        # asyncio over plain sockets (no client library's pool), its garbage collector is
+        # off for the run, and each request is started when due.
+        gc.collect()
+        gc.disable()
+        try:
             start = time.monotonic() + 0.5
 
-            async def one(i: int) -> None:
-                body, headers, path = self.deliveries[i]
-                due = start + i / rate
-                await asyncio.sleep(max(0.0, due - time.monotonic()))
+            async def one(i: int, due: float) -> None:
+                path = self.deliveries[i][2]
                 if path is not None:
                     due_of[path] = due
-                response = await client.post(self.rig.webhook_url, content=body,
-                                             headers=headers)
+                statuses[i] = await pool.send(requests[i])
                 latencies[i] = time.monotonic() - due
-                statuses[i] = response.status_code
 
-            await asyncio.gather(*(one(i) for i in range(len(self.deliveries))))
+            running: set[asyncio.Task[None]] = set()
+            for i in range(len(self.deliveries)):
+                due = start + i / rate
+                await asyncio.sleep(max(0.0, due - time.monotonic()))
+                task = asyncio.ensure_future(one(i, due))
+                running.add(task)
+                task.add_done_callback(running.discard)
+            await asyncio.gather(*running)
+            failed = [i for i, status in enumerate(statuses) if status == 0]
+            if failed:
+                raise RuntimeError(f"{len(failed)} deliveries got no answer")
+        finally:
+            gc.enable()
+            pool.close()
         return latencies, statuses, due_of
+
+
+def _raw_request(host: str, path: str, body: bytes, headers: dict[str, str]) -> bytes:
+    lines = [f"POST {path} HTTP/1.1", f"Host: {host}", f"Content-Length: {len(body)}",
+             *(f"{name}: {value}" for name, value in headers.items())]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+class _Connections:
+    """Keep-alive HTTP/1.1 connections, one request at a time on each: the status of each
+    answer (its body read and dropped)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self._address = (host, port)
+        self._idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+
+    async def send(self, raw: bytes) -> int:
+        while self._idle:
+            reader, writer = self._idle.pop()
+            writer.write(raw)
+            first = await reader.readline()
+            if first:
+                return await self._rest(reader, writer, first)
+            # The server closed this idle connection (its keep-alive timeout) before
+            # reading the request: another one takes it.
+            writer.close()
+        reader, writer = await asyncio.open_connection(*self._address)
+        writer.write(raw)
+        return await self._rest(reader, writer, await reader.readline())
+
+    async def _rest(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    first: bytes) -> int:
+        status = int(first.split()[1])
+        length, close = 0, False
+        while (line := await reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            if name.lower() == "content-length":
+                length = int(value)
+            elif name.lower() == "connection" and value.strip().lower() == "close":
+                close = True
+        await reader.readexactly(length)
+        if close:
+            writer.close()
+        else:
+            self._idle.append((reader, writer))
+        return status
+
+    def close(self) -> None:
+        for _, writer in self._idle:
+            writer.close()
 
 
 def reactions(rig: ChaosRig, paths: dict[str, float], ceiling: float = 300
@@ -141,8 +206,10 @@ def _run(root: Path, rate: int, seconds: int, triggers: int, url: str | None,
          password: str | None) -> dict[str, Any]:
     mentions = triggers * seconds
     rig = ChaosRig(root, RigSettings(
-        repos=8, existing_pulls=-(-mentions // 8), new_pulls=0, engine_seconds=(0.2, 0.5),
-        workers=2, lease_seconds=120, wall_clock_seconds=30, poll_interval=60,
+        repos=8, existing_pulls=max(1, -(-mentions // 8)), new_pulls=0,
+        engine_seconds=(0.2, 0.5),
+        workers=int(os.environ.get("BENCH_WORKERS", "2")), lease_seconds=120,
+        wall_clock_seconds=30, poll_interval=60,
         store_url=url, store_password=password))
     try:
         rig.lay_out()

@@ -24,3 +24,11 @@ def test_a_read_inside_the_writing_transaction_sees_the_write(database: Database
     with database.transaction() as tx:
         agent_comments.remember(tx, "o/r", [21], T0)
         assert ours(21)  # the webhook classifies inside its own transaction
+
+
+def test_which_of_many_are_ours_is_one_read(database: Database) -> None:
+    with database.transaction() as tx:
+        agent_comments.remember(tx, "o/r", [11, 12], T0)
+    with database.read() as tx:
+        assert agent_comments.ours(tx, [10, 11, 12, 13, 11]) == {11, 12}
+        assert agent_comments.ours(tx, []) == frozenset()
