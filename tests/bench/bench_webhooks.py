@@ -112,7 +112,7 @@ def serve(config_path: Path, port: int) -> None:
 
     app.add_api_route("/bare", bare, methods=["POST"])
     sock = listen(HOST, port)  # the daemon's own listener (TCP_NODELAY on)
-    server = web_server(app, config.server.webhook_path)  # with the webhook's fast path
+    server = web_server(app)  # as serve serves it
     try:
         server.run(sockets=[sock])
     finally:
