@@ -134,7 +134,11 @@ async def test_a_handled_event_that_asks_for_nothing_says_why(env: Env) -> None:
 
 
 @pytest.mark.anyio
-async def test_a_closed_pull_request_cancels_its_pending_review(env: Env) -> None:
+async def test_a_closed_delivery_changes_nothing_the_poller_records_closes(env: Env) -> None:
+    """GitHub signs the body, not the delivery id: a ``closed`` delivery could be a replay
+    of a captured one, so it cancels nothing and records no closure (the poller does, from
+    GitHub's own listing; a claim re-reads the pull request and settles a closed one at
+    zero)."""
     await env.sender.send("pull_request", opened(env))
     env.world.close(REPO, 1, merged=True)
     closed = env.world.payloads.pull_request("closed", env.world.pull(REPO, 1))
@@ -142,10 +146,11 @@ async def test_a_closed_pull_request_cancels_its_pending_review(env: Env) -> Non
     response = await env.sender.send("pull_request", closed, delivery_id="d-close")
 
     assert response.status_code == 202
-    assert response.json() == {"delivery": "d-close", "enqueued": [], "ignored": None}
-    assert env.queue.get(pr_key(env)).status == "cancelled"  # type: ignore[union-attr]
-    assert env.delivery("d-close")["outcome"] == "closed:cancelled=1"  # type: ignore[index]
-    assert env.rows("closed_pull_requests")[0][:3] == (REPO, 1, 1)
+    assert response.json() == {"delivery": "d-close", "enqueued": [],
+                                "ignored": "closed_by_poller"}
+    assert env.queue.get(pr_key(env)).status == "pending"  # type: ignore[union-attr]
+    assert env.delivery("d-close")["outcome"] == "ignored:closed_by_poller"  # type: ignore[index]
+    assert env.rows("closed_pull_requests") == []
 
 
 @pytest.mark.anyio

@@ -40,6 +40,10 @@ REASONS: dict[str, str] = {
     "decliner_not_allowed": "a reply declining a finding came from someone other than the pull "
                             "request's author or a person allowed to ask",
     "malformed_payload": "the payload lacks a field the rules need, or has the wrong type",
+    "closed_by_poller": "a delivery saying a pull request closed changes nothing: anyone holding "
+                        "one captured delivery could send it again, so a close is taken from "
+                        "GitHub's own listing by the poller, and the worker reads the pull "
+                        "request's state before it spends anything",
 }
 
 _OPEN_PREFIXES = ("event:", "action:")

@@ -401,13 +401,18 @@ class DeliveryLog:
             log.exception("trigger rules failed on a delivery",
                           extra={"delivery_id": delivery.delivery_id})
             return Ignore("malformed_payload", f"the rules failed ({type(exc).__name__})")
+        if isinstance(decision, Close):
+            # GitHub signs a delivery's body, not its id or when it was sent: a captured
+            # ``closed`` delivery sent again under a new id would cancel waiting requests
+            # and purge reviews of an open pull request. A close is the poller's to record,
+            # from GitHub's own listing; meanwhile a claim reads the pull request first and
+            # settles a closed one at zero.
+            return Ignore("closed_by_poller", f"{decision.repo}#{decision.pr_number}")
         # The rules check that ids are positive, not that they fit a 64-bit column.
         ids: tuple[int, ...]
         if isinstance(decision, Enqueue):
             job = decision.job
             ids = (job.pr_number, job.actor_id, job.comment_id or 1)
-        elif isinstance(decision, Close):
-            ids = (decision.pr_number,)
         elif isinstance(decision, Decline):
             ids = (decision.pr_number, decision.reply_to)
         else:
