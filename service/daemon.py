@@ -245,6 +245,10 @@ async def run(
     set after ``stop``, cuts the graceful wind-down short.
     """
     parts = check_role(role)
+    if "web" in parts and config.server.admin == "open":
+        log.warning("server.admin is open: /status, /budget and /metrics answer anyone who "
+                    "can reach this server (set server.admin_token_file and remove "
+                    "server.admin to close them)")
     if "workers" in parts:
         # Fail closed: an engine that could read this host's secrets never starts.
         problem = await anyio.to_thread.run_sync(

@@ -25,7 +25,12 @@ from service.config import (
 )
 from service.daemon import check_role, listen, serve
 from service.services import Clock, utc_now
-from service.setup.files import new_config_text, writable_problem, write_config
+from service.setup.files import (
+    new_config_text,
+    writable_problem,
+    write_admin_token,
+    write_config,
+)
 from service.setup.manifest import public_url_for
 from service.setup.registrar import Registered
 from service.setup.run import register
@@ -54,6 +59,7 @@ def register_and_serve(config_path: str, role: str, *, public_url: str | None,
             path.parent.mkdir(parents=True, exist_ok=True)
             problem = writable_problem(path)
             if problem is None:
+                admin_token = write_admin_token(path)
                 write_config(path, new_config_text(
                     path, clock(), public_url=None if public_url is None
                     else public_url.rstrip("/")))
@@ -64,6 +70,8 @@ def register_and_serve(config_path: str, role: str, *, public_url: str | None,
             return 2
         print(f"Created {path} from the template. Review its budget section before the "
               "agent spends anything that matters (docs/BUDGET.md).", file=err)
+        print(f"The admin token for /status, /budget and /metrics is in {admin_token} "
+              "(the status page takes it as the password, any user name).", file=err)
     try:
         config = with_port(load_config(path, environ), port)
     except MissingCredentials as exc:

@@ -14,6 +14,7 @@ import hmac
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
+from typing import Final
 
 import anyio
 from fastapi import FastAPI, Request
@@ -43,6 +44,9 @@ from service.webhook.receiver import RETRY_AFTER, WebhookReceiver
 __all__ = ["Delivery", "DeliveryLog", "InstallationChange", "Result", "create_app"]
 
 log = logging.getLogger(__name__)
+
+#: The admin routes' answers are about this moment and this operator: never kept by a cache.
+NO_STORE: Final = {"Cache-Control": "no-store"}
 
 Clock = Callable[[], datetime]
 
@@ -92,12 +96,16 @@ def create_app(
     None); ``environ`` is read for ``PROMETHEUS_MULTIPROC_DIR`` only.
     """
     admin_token = config.server.admin_token
+    admin_open = config.server.admin == "open"
     metrics = metrics if metrics is not None else Metrics()
     state = StoreState(store, governor, clock)
     scrape_env = dict(environ or {})
     receiver = WebhookReceiver(config, DeliveryLog(store, queue, triggers), clock,
                                on_installation_change, on_enqueued, metrics=metrics)
-    app = FastAPI(title="pr-review-agent", docs_url=None, redoc_url=None, openapi_url=None)
+    # No redirect for a trailing slash: Starlette builds it from the request's Host header,
+    # which would send a person to whatever host an outsider names.
+    app = FastAPI(title="pr-review-agent", docs_url=None, redoc_url=None, openapi_url=None,
+                  redirect_slashes=False)
 
     @app.post(config.server.webhook_path, include_in_schema=False)
     async def webhook(request: Request) -> Response:
@@ -109,10 +117,20 @@ def create_app(
         return JSONResponse(report, status_code=503 if report["status"] == FAILING else 200)
 
     def refused(request: Request, *, page: bool = False) -> Response | None:
-        """401 unless the admin token is unset or presented. A ``page`` is for a browser:
-        it also takes the token as the Basic password (the browser asks for it)."""
-        if admin_token is None or _bearer_matches(
-                request.headers.get("authorization"), admin_token, basic=page):
+        """None when the request may see an admin route: it presents the admin token, or
+        ``server.admin`` is ``open``. Else 401 (403 when no token is configured at all,
+        which no request can present). A ``page`` is for a browser: it also takes the
+        token as the Basic password (the browser asks for it)."""
+        if admin_open:
+            return None
+        if admin_token is None:
+            why = ("no admin token is configured: set server.admin_token_file (or "
+                   "server.admin: open, which shows this to anyone who can reach the server)")
+            if page:
+                return HTMLResponse(f"<!doctype html><title>403</title><p>{why}</p>",
+                                    status_code=403, headers=STATUS_HEADERS)
+            return _error(403, why, NO_STORE)
+        if _bearer_matches(request.headers.get("authorization"), admin_token, basic=page):
             return None
         if page:
             return HTMLResponse(
@@ -121,7 +139,7 @@ def create_app(
                 headers={**STATUS_HEADERS,
                          "WWW-Authenticate": 'Basic realm="pr-review-agent", charset="UTF-8"'})
         return _error(401, "a valid admin bearer token is required",
-                      {"WWW-Authenticate": "Bearer"})
+                      {"WWW-Authenticate": "Bearer", **NO_STORE})
 
     web_url = web_url_for(config.github.api_url)
 
@@ -143,7 +161,7 @@ def create_app(
         if (denied := refused(request)) is not None:
             return denied
         body = await anyio.to_thread.run_sync(render, metrics, state, scrape_env)
-        return Response(body, media_type=CONTENT_TYPE)
+        return Response(body, media_type=CONTENT_TYPE, headers=NO_STORE)
 
     @app.get("/budget")
     async def budget(request: Request) -> Response:
@@ -154,7 +172,8 @@ def create_app(
         except STORE_ERRORS as exc:
             log.error("budget snapshot failed: store failure",
                       extra={"error": type(exc).__name__})
-            return _error(503, "the store is unavailable", {"Retry-After": RETRY_AFTER})
-        return JSONResponse(snapshot.as_json())
+            return _error(503, "the store is unavailable",
+                          {"Retry-After": RETRY_AFTER, **NO_STORE})
+        return JSONResponse(snapshot.as_json(), headers=NO_STORE)
 
     return app

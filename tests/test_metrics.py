@@ -39,7 +39,9 @@ def samples(text: str | bytes) -> Samples:
 
 @pytest.fixture(name="env")
 async def env_fixture(tmp_path: Path):  # type: ignore[no-untyped-def]
-    async with open_env(tmp_path) as env:
+    # The admin routes opened: these tests are about what they show (the token's own
+    # tests are below).
+    async with open_env(tmp_path, server={"admin": "open"}) as env:
         yield env
 
 

@@ -23,7 +23,7 @@ from service.config import (
     load_config,
     parse_config,
 )
-from service.setup.files import TEMPLATE_BUDGET, new_config_text
+from service.setup.files import TEMPLATE_BUDGET, new_config_text, write_admin_token
 from tests.config_documents import minimal
 
 REST: dict[str, Any] = {
@@ -149,6 +149,7 @@ def test_duplicate_keys_turn_missing_credentials_into_an_error(tmp_path: Path) -
 def test_the_template_is_valid_but_for_registration(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
     from datetime import UTC, datetime
+    write_admin_token(path)
     path.write_text(new_config_text(path, datetime(2026, 5, 1, tzinfo=UTC)))
     with pytest.raises(MissingCredentials) as caught:
         load_config(path, {})
@@ -164,6 +165,7 @@ def test_the_template_is_valid_but_for_registration(tmp_path: Path) -> None:
 def test_the_template_sets_the_public_url_serve_was_given(tmp_path: Path) -> None:
     from datetime import UTC, datetime
     path = tmp_path / "config.yaml"
+    write_admin_token(path)
     path.write_text(new_config_text(path, datetime(2026, 5, 1, tzinfo=UTC),
                                     public_url="https://reviews.example.com/agent"))
     with pytest.raises(MissingCredentials) as caught:

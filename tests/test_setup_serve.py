@@ -125,6 +125,13 @@ def test_with_no_config_serve_writes_one_and_serves_the_registration_page(
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert "REVIEW THIS SECTION" in path.read_text()
     assert main(["check-config", str(path)]) == 3
+    # The admin routes are closed from the first start: a token of its own, 0600, named
+    # by the config and said once where it is.
+    token = path.parent / "secrets" / "admin-token"
+    assert stat.S_IMODE(token.stat().st_mode) == 0o600 and len(token.read_text().strip()) >= 32
+    assert "admin_token_file: secrets/admin-token" in path.read_text()
+    assert f"The admin token for /status, /budget and /metrics is in {token}" in text
+    assert token.read_text().strip() not in text
 
 
 def test_serve_registers_the_app_then_serves_it(tmp_path: Path, simulator: str) -> None:

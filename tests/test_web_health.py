@@ -220,10 +220,22 @@ WINDOW_KEYS = {"name", "duration_seconds", "limit", "spent", "reserved", "remain
 
 
 @pytest.mark.anyio
-async def test_budget_is_open_without_an_admin_token(env: Env) -> None:
-    response = await env.client.get("/budget")
+async def test_the_admin_routes_refuse_everyone_without_a_token(env: Env) -> None:
+    """Closed by default: with no token configured, no request can present one."""
+    for path in ("/budget", "/metrics", "/status"):
+        response = await env.client.get(path)
+        assert response.status_code == 403, path
+        assert response.headers["cache-control"] == "no-store"
+        assert "server.admin_token_file" in response.text
+
+
+@pytest.mark.anyio
+async def test_budget_is_the_snapshot_when_the_admin_routes_are_open(tmp_path: Path) -> None:
+    async with open_env(tmp_path, server={"admin": "open"}) as env:
+        response = await env.client.get("/budget")
 
     assert response.status_code == 200
+    assert response.headers["cache-control"] == "no-store"
     body = response.json()
     assert BUDGET_KEYS <= set(body)
     assert body["now"] == NOW.isoformat()
@@ -250,9 +262,10 @@ async def test_budget_requires_the_admin_bearer_token_when_one_is_set(tmp_path: 
 
 
 @pytest.mark.anyio
-async def test_budget_is_503_when_the_store_is_gone(env: Env) -> None:
-    env.store.close()
-    assert (await env.client.get("/budget")).status_code == 503
+async def test_budget_is_503_when_the_store_is_gone(tmp_path: Path) -> None:
+    async with open_env(tmp_path, server={"admin": "open"}) as env:
+        env.store.close()
+        assert (await env.client.get("/budget")).status_code == 503
 
 
 def test_a_standby_poller_is_healthy_while_it_keeps_asking(store: SqliteStore) -> None:

@@ -505,3 +505,26 @@ async def test_a_signed_delivery_over_a_socket_is_answered_by_the_fastapi_route(
         [scope] = [s for s in seen if s["type"] == "http"]
         assert scope["route"] is route and scope["endpoint"] is route.endpoint
 
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("delivery_id", ["café", "a b", "d\u00a0x", "-leading", ""])
+async def test_a_delivery_id_not_of_githubs_shape_is_refused(
+        asgi_env: Env, delivery_id: str) -> None:
+    """GitHub's ids are GUIDs: anything that is not plain ASCII of that kind is refused
+    rather than stored re-encoded (``café`` came back as ``cafÃ©``)."""
+    body = json.dumps(opened(asgi_env)).encode()
+    response = await asgi_env.post("pull_request", body, headers={
+        "X-GitHub-Delivery": delivery_id.encode("utf-8")},  # type: ignore[dict-item]
+        delivery_id="placeholder")
+    assert response.status_code == 400
+    assert asgi_env.rows("deliveries") == []
+
+
+@pytest.mark.anyio
+async def test_a_trailing_slash_is_never_redirected_to_the_host_a_client_names(
+        asgi_env: Env) -> None:
+    response = await asgi_env.client.get("/status/", headers={"Host": "evil.example"},
+                                         follow_redirects=False)
+    assert response.status_code == 404
+    assert "location" not in response.headers

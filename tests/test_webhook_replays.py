@@ -51,6 +51,10 @@ def _finding_thread(env: Env) -> tuple[int, Any]:
     return root.id, root
 
 
+def _decline_kind(env: Env) -> tuple[str, dict[str, Any]]:
+    return _decline(env)
+
+
 #: Every payload kind the App can be sent, built from the world as it is now.
 KINDS: dict[str, Kind] = {
     "pull_request opened": lambda env: ("pull_request", opened(env)),
@@ -83,7 +87,7 @@ KINDS: dict[str, Kind] = {
         "edited", _comment(env, "@claude review"), changes={"body": {"from": "x"}})),
     "issue_comment deleted": lambda env: ("issue_comment", env.world.payloads.issue_comment(
         "deleted", _comment(env, "@claude review"))),
-    "pull_request_review_comment, a decline": lambda env: _decline(env),
+    "pull_request_review_comment, a decline": _decline_kind,
     "pull_request_review_comment, a mention": lambda env: (
         "pull_request_review_comment", env.world.payloads.pull_request_review_comment(
             "created", env.world.add_review_comment(

@@ -36,6 +36,8 @@ ENV_WEBHOOK_SECRET: Final = "GITHUB_WEBHOOK_SECRET"  # noqa: S105
 ENV_WEBHOOK_SECRET_PREVIOUS: Final = "GITHUB_WEBHOOK_SECRET_PREVIOUS"  # noqa: S105
 
 ENGINE_KINDS: Final = ("claude_code", "anthropic", "openai_compatible")
+#: ``server.admin``: the admin routes need the token, or answer anyone.
+ADMIN_MODES: Final = ("token", "open")
 ENGINE_RESPONSE_FORMATS: Final = ("json_object", "json_schema", "none")
 ASSOCIATIONS: Final = (
     "OWNER",
@@ -108,9 +110,16 @@ class ServerConfig:
         "`#`, and not be `/healthz`, `/budget`, `/metrics` or `/status`.",
         '/webhook', check=webhook_path_problem)
     admin_token: Secret | None = key("secret",
-        "Path to a bearer token. When set, `GET /budget` requires `Authorization: Bearer "
-        "<token>`; when not, it is open.",
+        "Path to the admin token. `GET /status`, `/budget` and `/metrics` require it "
+        "(`Authorization: Bearer <token>`, or for `/status` the token as a browser's "
+        "password). The first `serve` writes one beside the App's key. Without a token "
+        "these routes refuse everyone, unless `admin` is `open`.",
         None, name='admin_token_file')
+    admin: str = key("str",
+        "`token`: the admin routes need `admin_token_file`. `open`: they answer anyone who "
+        "can reach the server, which must be reachable by GitHub — every start then logs a "
+        "warning. Use `open` only behind a network that keeps strangers out.",
+        'token', check=one_of(ADMIN_MODES))
     max_body_bytes: int = key("int",
         "Larger webhook bodies are answered 413.",
         25 * 1024 * 1024, note="(25 MiB, GitHub's cap)")

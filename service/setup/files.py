@@ -22,17 +22,21 @@ import yaml
 from service.config import BudgetConfig
 
 __all__ = [
+    "ADMIN_TOKEN_FILE",
     "SECRETS_DIR",
     "TEMPLATE_BUDGET",
     "key_paths",
     "new_config_text",
     "with_credentials",
     "writable_problem",
+    "write_admin_token",
     "write_config",
     "write_private",
 ]
 
 SECRETS_DIR: Final = "secrets"
+#: The admin token a new config names, beside the App's key (relative to the config).
+ADMIN_TOKEN_FILE: Final = f"{SECRETS_DIR}/admin-token"
 
 #: The budget a new config starts with: a cautious guess the operator must replace with
 #: their own (docs/CONFIG.md, "Why the numbers are required"). One run of max_run_tokens
@@ -54,6 +58,7 @@ server:
   port: 8080
   webhook_path: /webhook
 {public_url}
+  admin_token_file: {admin_token}   # /status, /budget and /metrics need it: docs/OPERATIONS.md
 store:
   path: state.db
 triggers: {{}}          # who may ask for a review, and when: docs/TRIGGERS.md
@@ -95,7 +100,7 @@ def new_config_text(config_path: Path, now: datetime, budget: BudgetConfig = TEM
              f"  public_url: {json.dumps(public_url)}   # where GitHub reaches this server")
     return _HEADER.format(now=now.isoformat(timespec="seconds"), name=config_path.name,
                           secrets=SECRETS_DIR, budget="\n".join(lines) + "\n",
-                          public_url=where)
+                          public_url=where, admin_token=ADMIN_TOKEN_FILE)
 
 
 def writable_problem(config_path: Path) -> str | None:
@@ -116,6 +121,15 @@ def writable_problem(config_path: Path) -> str | None:
                                      and os.access(secrets_dir, os.W_OK | os.X_OK)):
         return f"{secrets_dir} is not a writable directory"
     return None
+
+
+def write_admin_token(config_path: Path) -> Path:
+    """A new admin token (192 random bits) in ``ADMIN_TOKEN_FILE`` beside the config,
+    readable by this user alone; its path. An existing one is kept."""
+    path = config_path.parent / ADMIN_TOKEN_FILE
+    if not path.exists():
+        write_private(path, secrets.token_urlsafe(24) + "\n")
+    return path
 
 
 def key_paths(config_path: Path, app_id: int) -> tuple[Path, Path]:

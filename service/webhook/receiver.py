@@ -20,6 +20,7 @@ A delivery is answered only after the transaction holding it committed.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -60,9 +61,16 @@ class _TooLarge(Exception):
     pass
 
 
-def _github_header(request: Request, name: str, limit: int) -> str | None:
+#: GitHub's delivery ids are GUIDs; this admits them (and ids a test or a relay makes up)
+#: and refuses anything that is not plain ASCII, which a column would store re-encoded.
+_DELIVERY_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
+_EVENT_NAME: Final = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def _github_header(request: Request, name: str, limit: int,
+                   shape: re.Pattern[str]) -> str | None:
     value = request.headers.get(name, "").strip()
-    return value if value and len(value) <= limit and value.isprintable() else None
+    return value if len(value) <= limit and shape.fullmatch(value) else None
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -152,8 +160,9 @@ class WebhookReceiver:
         except SignatureError as exc:
             log.warning("webhook refused: bad signature", extra={"reason": exc.reason})
             return _error(401, f"signature check failed: {exc.reason}")
-        event = _github_header(request, "x-github-event", MAX_EVENT_CHARS)
-        delivery_id = _github_header(request, "x-github-delivery", MAX_DELIVERY_CHARS)
+        event = _github_header(request, "x-github-event", MAX_EVENT_CHARS, _EVENT_NAME)
+        delivery_id = _github_header(request, "x-github-delivery", MAX_DELIVERY_CHARS,
+                                     _DELIVERY_ID)
         if event is None or delivery_id is None:
             missing = "X-GitHub-Event" if event is None else "X-GitHub-Delivery"
             return _error(400, f"missing or invalid {missing} header")

@@ -267,6 +267,9 @@ class SimulatorProcess:
 
 # --- the service's config and process ------------------------------------------------
 
+#: The admin token every harness config names (a test value).
+ADMIN_TOKEN = "harness-admin-token-3f09"
+
 
 def write_config(directory: Path, *, api_url: str, port: int, scenario: Scenario,
                  private_key_pem: str, **sections: dict[str, Any]) -> Path:
@@ -274,10 +277,12 @@ def write_config(directory: Path, *, api_url: str, port: int, scenario: Scenario
     the fake ``claude``; ``sections`` are merged over the defaults, key by key."""
     (directory / "app.pem").write_text(private_key_pem)
     (directory / "webhook").write_text(WEBHOOK_SECRET + "\n")
+    (directory / "harness-admin-token").write_text(ADMIN_TOKEN + "\n")
     document: dict[str, dict[str, Any]] = {
         "github": {"app_id": APP_ID, "private_key_file": "app.pem",
                    "webhook_secret_file": "webhook", "api_url": api_url},
-        "server": {"host": "127.0.0.1", "port": port},
+        "server": {"host": "127.0.0.1", "port": port,
+                   "admin_token_file": "harness-admin-token"},
         "store": {"path": "state.db"},
         "poller": {"interval_seconds": 1},
         "triggers": {},
@@ -310,7 +315,10 @@ class ServeProcess:
         with log.open("ab") as err:
             self.process = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL,
                                             stderr=err)
-        self.client = httpx.Client(base_url=self.url, timeout=5)
+        # The admin routes are closed without the token: the harness's client carries the
+        # one its configs name (a test that sets another passes its own).
+        self.client = httpx.Client(base_url=self.url, timeout=5,
+                                   headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
 
     @property
     def pid(self) -> int:
