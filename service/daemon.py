@@ -29,13 +29,15 @@ long as GitHub cannot be reached (retried every 5 minutes, with a warning and a 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
+import resource
 import signal
 import socket
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
-from typing import Final
+from typing import Any, Final
 
 import anyio
 import httpx
@@ -43,7 +45,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from service.budget import Governor
-from service.config import Config
+from service.config import Config, ServerConfig
 from service.etags import ETagStore
 from service.github import (
     AppJWT,
@@ -53,6 +55,7 @@ from service.github import (
     mint_installation_token,
 )
 from service.health import Health
+from service.http_guard import GuardLimits, guarded_protocol
 from service.identity import AppIdentity
 from service.metrics import Metrics
 from service.reload import reload_config
@@ -94,21 +97,36 @@ class RoleUnavailableError(ValueError):
 Runner = Callable[[Services, asyncio.Event], Awaitable[None]]
 
 
-def web_server(app: FastAPI) -> uvicorn.Server:
+def web_server(app: FastAPI, server: ServerConfig | None = None) -> uvicorn.Server:
     """uvicorn serving ``app`` as ``serve`` does; ``serve(sockets=...)`` runs it.
 
     uvicorn's own options only: its httptools parser (C), no access log, no proxy-header
-    rewrite. While it serves, uvicorn takes SIGINT and SIGTERM (its cooperative signal
-    handling): it stops accepting, finishes the requests it has, and once it has stopped
-    raises the signal again for the daemon's own handlers, which stop the rest.
+    rewrite, and in front of its protocol the guard that bounds what an unauthenticated
+    client can hold (``service.http_guard``: header bytes, deadlines, connections), with
+    ``server``'s limits (its defaults when None). While it serves, uvicorn takes SIGINT and
+    SIGTERM (its cooperative signal handling): it stops accepting, finishes the requests
+    it has, and once it has stopped raises the signal again for the daemon's handlers,
+    which stop the rest (``service.shutdown``).
     """
-    return uvicorn.Server(uvicorn.Config(
-        app, http="httptools", lifespan="off", log_config=None, access_log=False,
-        server_header=False, timeout_graceful_shutdown=GRACEFUL_SECONDS,
+    server = server or ServerConfig()
+    options: dict[str, Any] = {
+        "lifespan": "off", "log_config": None, "access_log": False, "server_header": False,
+        "timeout_graceful_shutdown": GRACEFUL_SECONDS,
         # Nothing reads the client's address (no access log, no per-IP rule), so the
         # X-Forwarded-For rewrite would be work on every request for nothing.
-        proxy_headers=False,
-    ))
+        "proxy_headers": False,
+    }
+    # uvicorn's own httptools protocol, as its public ``http="httptools"`` names it.
+    parsed = uvicorn.Config(app, http="httptools", **options)
+    parsed.load()
+    limits = GuardLimits(
+        max_header_bytes=server.max_header_bytes,
+        header_timeout_seconds=server.header_timeout_seconds,
+        body_timeout_seconds=server.body_timeout_seconds,
+        idle_timeout_seconds=server.idle_timeout_seconds,
+        max_connections=server.max_connections)
+    return uvicorn.Server(uvicorn.Config(
+        app, http=guarded_protocol(parsed.http_protocol_class, limits), **options))
 
 
 async def _run_web(services: Services, stop: asyncio.Event) -> None:
@@ -120,7 +138,7 @@ async def _run_web(services: Services, stop: asyncio.Event) -> None:
         on_enqueued=services.wake_workers, metrics=services.metrics,
         environ=services.environ,
     )
-    server = web_server(app)
+    server = web_server(app, services.config.server)
 
     async def stopper() -> None:
         await stop.wait()
@@ -374,6 +392,7 @@ def serve(config: Config, role: str, *, clock: Clock = utc_now,
     given by environment and the engine's credentials are read from.
     """
     check_role(role)
+    raise_file_limit()
 
     async def main() -> int:
         stop = asyncio.Event()
@@ -411,6 +430,17 @@ def serve(config: Config, role: str, *, clock: Clock = utc_now,
 #: parsed payload is about a thousand short-lived, acyclic objects that reference counting
 #: frees at once; at 700 the cyclic collector would still run on every delivery.
 GC_THRESHOLD: Final = (20_000, 20, 20)
+
+
+def raise_file_limit() -> tuple[int, int]:
+    """Raise this process's soft limit on open files to its hard limit (what a systemd
+    ``LimitNOFILE`` or a container runtime allows), as servers do: each connection is a
+    descriptor, and ``server.max_connections`` must fit under it. The limits after."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
 
 
 def settle_garbage_collector() -> None:

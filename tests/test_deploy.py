@@ -421,3 +421,17 @@ def test_the_operations_examples_show_this_codes_schema_version() -> None:
     shown = {int(n) for n in re.findall(r'"schema_version": (\d+)', text)}
     shown |= {int(n) for n in re.findall(r"at schema version (\d+) \(this code's\)", text)}
     assert shown == {HEAD_VERSION}
+
+
+def test_the_unit_gives_room_for_every_connection_and_serve_raises_its_soft_limit() -> None:
+    import resource
+
+    from service.config import ServerConfig
+    from service.daemon import raise_file_limit
+
+    limit = int(unit()["Service"]["LimitNOFILE"])
+    assert limit >= ServerConfig().max_connections + 1000
+    soft, hard = raise_file_limit()
+    assert soft == hard == resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    for manifest in ("pr-review-agent.yaml", "pr-review-agent-postgres.yaml"):
+        assert "RLIMIT_NOFILE" in (DEPLOY / "kubernetes" / manifest).read_text()

@@ -528,3 +528,21 @@ async def test_a_trailing_slash_is_never_redirected_to_the_host_a_client_names(
                                          follow_redirects=False)
     assert response.status_code == 404
     assert "location" not in response.headers
+
+
+@pytest.mark.anyio
+async def test_a_signed_body_nested_past_any_reader_is_its_own_400(
+        asgi_env: Env, caplog: pytest.LogCaptureFixture) -> None:
+    """Nested 30 000 deep: JSON's readers give up; that delivery is 400 ``unparseable``,
+    logged once without a traceback, and its neighbours are recorded as usual."""
+    caplog.set_level(logging.INFO)
+    deep = b'{"action": "opened", "x": ' + b"[" * 30_000 + b"]" * 30_000 + b"}"
+    answers = await asyncio.gather(
+        asgi_env.sender.send("pull_request", opened(asgi_env), delivery_id="d-before"),
+        asgi_env.post("pull_request", deep, delivery_id="d-deep"),
+        asgi_env.sender.send("pull_request", opened(asgi_env), delivery_id="d-after"))
+    assert [a.status_code for a in answers] == [202, 400, 202]
+    assert "unparseable" in answers[1].json()["error"]
+    assert all(r.exc_info is None for r in caplog.records)
+    assert [r.getMessage() for r in caplog.records].count(
+        "webhook refused: unparseable body") == 1

@@ -18,7 +18,7 @@ import yaml
 from fastapi import FastAPI
 
 from service.budget import Governor
-from service.config import Config, load_config
+from service.config import Config, ServerConfig, load_config
 from service.daemon import web_server
 from service.github.webhooks import sign
 from service.health import Health
@@ -141,11 +141,13 @@ class Served:
 
 
 @asynccontextmanager
-async def serving(app: FastAPI) -> AsyncIterator[Served]:
-    """``app`` served by uvicorn as ``serve`` serves it, on a loopback port."""
+async def serving(app: FastAPI, limits: ServerConfig | None = None
+                  ) -> AsyncIterator[Served]:
+    """``app`` served by uvicorn as ``serve`` serves it (with ``limits``' bounds on
+    unauthenticated traffic, the defaults when None), on a loopback port."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = web_server(app)
+    server = web_server(app, limits)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         await wait_for_async("uvicorn to start", lambda: server.started or (

@@ -123,6 +123,29 @@ class ServerConfig:
     max_body_bytes: int = key("int",
         "Larger webhook bodies are answered 413.",
         25 * 1024 * 1024, note="(25 MiB, GitHub's cap)")
+    max_header_bytes: int = key("int",
+        "A request whose headers grow past this is answered 431 and its connection closed, "
+        "before they are buffered further (GitHub's are about 2 KiB).",
+        32 * 1024, minimum=4096, note="(32 KiB)")
+    header_timeout_seconds: int = key("int",
+        "A request must finish sending its headers this long after it starts (a slow "
+        "client holding a connection is closed).",
+        10, minimum=1)
+    body_timeout_seconds: int = key("int",
+        "A request must finish sending its body this long after its headers.",
+        30, minimum=1)
+    idle_timeout_seconds: int = key("int",
+        "A connection that sends nothing this long after it opens is closed (after a "
+        "response, uvicorn closes an idle keep-alive connection in 5 s).",
+        30, minimum=1)
+    max_connections: int = key("int",
+        "Open connections at once; one more is answered 503 and closed. Keep it below the "
+        "process's file descriptor limit (serve raises its own soft limit to the hard one).",
+        512, minimum=1)
+    max_buffered_body_bytes: int = key("int",
+        "Webhook body bytes held at once across every request not yet verified; a request "
+        "that would pass it is answered 503 (with Retry-After) before its body is read.",
+        64 * 1024 * 1024, minimum=1024, note="(64 MiB)")
     public_url: str | None = key("str?",
         "The URL GitHub and your browser reach this server at, e.g. "
         "`https://reviews.example.com` (a path is allowed, for a reverse proxy; no query or "

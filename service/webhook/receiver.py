@@ -44,7 +44,7 @@ from service.webhook.deliveries import (
 )
 from service.webhook.group_commit import GroupCommit
 
-__all__ = ["OFF_LOOP_BYTES", "RETRY_AFTER", "WebhookReceiver"]
+__all__ = ["OFF_LOOP_BYTES", "RETRY_AFTER", "BodyBudget", "WebhookReceiver"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,29 @@ class _TooLarge(Exception):
     pass
 
 
+class _Busy(Exception):
+    pass
+
+
+class BodyBudget:
+    """Body bytes held at once across every request not yet answered
+    (``server.max_buffered_body_bytes``): what unsigned traffic can make the process hold
+    is this, whatever it declares. Used on the event loop only."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+
+    def take(self, size: int) -> bool:
+        if self.held + size > self.limit:
+            return False
+        self.held += size
+        return True
+
+    def give(self, size: int) -> None:
+        self.held -= size
+
+
 #: GitHub's delivery ids are GUIDs; this admits them (and ids a test or a relay makes up)
 #: and refuses anything that is not plain ASCII, which a column would store re-encoded.
 _DELIVERY_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
@@ -73,17 +96,28 @@ def _github_header(request: Request, name: str, limit: int,
     return value if len(value) <= limit and shape.fullmatch(value) else None
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The body, refused (``_TooLarge``) as soon as it is known to exceed ``limit``."""
+async def _read_body(request: Request, limit: int, budget: BodyBudget,
+                     taken: list[int]) -> bytes:
+    """The body, refused (``_TooLarge``) as soon as it is known to exceed ``limit``, and
+    (``_Busy``) when the bytes it would hold do not fit ``budget``; what it took of the
+    budget is added to ``taken`` for the caller to give back."""
     declared = request.headers.get("content-length", "").strip()
     if declared.isdigit() and int(declared) > limit:
         raise _TooLarge
+    if declared.isdigit():
+        if not budget.take(int(declared)):
+            raise _Busy
+        taken.append(int(declared))
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
             raise _TooLarge
+        if not declared.isdigit():  # chunked: taken as it comes
+            if not budget.take(len(chunk)):
+                raise _Busy
+            taken.append(len(chunk))
         chunks.append(chunk)
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
@@ -101,6 +135,7 @@ class WebhookReceiver:
                  on_enqueued: Callable[[], None] | None = None, *,
                  metrics: Metrics | None = None) -> None:
         self.limit: Final = config.server.max_body_bytes
+        self.budget: Final = BodyBudget(config.server.max_buffered_body_bytes)
         self._metrics = metrics
         self._secrets = config.github.webhook_secrets
         self._writer: GroupCommit[Received, Result] = GroupCommit(
@@ -131,8 +166,20 @@ class WebhookReceiver:
                         media_type="application/json")
 
     async def _answer(self, request: Request) -> Answer | Result:
+        taken: list[int] = []
         try:
-            body = await _read_body(request, self.limit)
+            return await self._answer_within(request, taken)
+        finally:
+            self.budget.give(sum(taken))
+
+    async def _answer_within(self, request: Request, taken: list[int]) -> Answer | Result:
+        try:
+            body = await _read_body(request, self.limit, self.budget, taken)
+        except _Busy:
+            log.warning("webhook refused: too many body bytes held at once",
+                        extra={"limit_bytes": self.budget.limit})
+            return _error(503, "too many request bodies are being received at once",
+                          **{"retry-after": RETRY_AFTER})
         except _TooLarge:
             log.warning("webhook refused: body over the limit",
                         extra={"limit_bytes": self.limit})
