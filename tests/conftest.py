@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from service.storage import Database, SqliteStore
+from service.storage.database import Database
+from service.storage.sqlite import SqliteStore
 from tests.databases import BACKENDS, open_database
 from tests.simulator.openapi import checker
 

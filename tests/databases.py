@@ -28,9 +28,10 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from service.storage import Database, SqliteStore
+from service.storage.database import Database
 from service.storage.pg_schema import PG_MIGRATIONS
 from service.storage.postgres import PostgresStore
+from service.storage.sqlite import SqliteStore
 
 ADMIN_ENV = "PR_REVIEW_AGENT_PG"
 REQUIRED_ENV = "PR_REVIEW_AGENT_PG_REQUIRED"

@@ -4,22 +4,22 @@ clock, and the guard that fails a test when a credential reaches a log line."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 
-from service.etags import ETagStore
-from service.github import (
-    AppJWT,
-    GitHubClient,
-    InstallationTokens,
-)
-from tests.simulator import World
-from tests.simulator.harness import REPO, Harness
+from service.github.auth import AppJWT, InstallationTokens
+from service.github.client import GitHubClient
+from service.github.ratelimit import RetryPolicy
+from service.model.etags import ETagStore
+from tests.simulator import Settings, SimClock, SimulatorTransport, World
+from tests.simulator.harness import API, APP_ID, REPO, Harness
 
 E = TypeVar("E", bound=BaseException)
 START = datetime(2026, 3, 2, 9, 0, 0, tzinfo=UTC)
@@ -138,3 +138,53 @@ MakeEnv = Callable[..., Awaitable[Env]]
 def remaining(env: Env) -> int:
     return env.world.limiter.bucket(f"installation:{env.inst}",
                                     env.world.clock.timestamp()).remaining
+
+
+# -- the leak guard ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def guard(caplog: pytest.LogCaptureFixture) -> LeakGuard:
+    caplog.set_level(logging.DEBUG)
+    return LeakGuard(caplog)
+
+
+# -- the environment ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def make_env(guard: LeakGuard) -> AsyncIterator[MakeEnv]:
+    made: list[Env] = []
+
+    async def make(*, settings: Settings | None = None, skew: float = 0.0,
+                   policy: RetryPolicy | None = None,
+                   timeout: httpx.Timeout | None = None) -> Env:
+        harness = Harness.create(settings=settings, clock=SimClock(frozen_at=START))
+        await harness.client.aclose()  # the harness's raw client is not used here
+        world = harness.world
+        offset = timedelta(seconds=skew)
+
+        def clock() -> datetime:
+            return world.clock.now() + offset
+
+        sleep = SimSleep(world)
+        jwts = RecordingJWT(AppJWT(APP_ID, harness.private_key_pem, clock))
+        etags = ETagStore()
+        extra: dict[str, Any] = {"timeout": timeout} if timeout is not None else {}
+        client = GitHubClient(API, app_jwt=jwts, clock=clock, etags=etags,
+                              transport=SimulatorTransport(world), sleep=sleep,
+                              rand=lambda: 1.0, policy=policy, **extra)
+        env = Env(harness=harness, client=client, sleep=sleep, jwts=jwts, etags=etags)
+        guard.secret_sources.append(env.secrets)
+        made.append(env)
+        return env
+
+    yield make
+    for env in made:
+        await env.client.aclose()
+    guard.check()
+
+
+@pytest.fixture
+async def env(make_env: MakeEnv) -> Env:
+    return await make_env()

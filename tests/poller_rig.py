@@ -20,15 +20,17 @@ from typing import Any
 
 import pytest
 
-from service.config import ReviewConfig, TriggersConfig
-from service.github import AppJWT, GitHubClient, RateLimit
-from service.poller import CycleReport, Poller
-from service.storage import SqliteStore
+from service.config.schema import ReviewConfig, TriggersConfig
+from service.github.auth import AppJWT
+from service.github.client import GitHubClient
+from service.github.ratelimit import RateLimit
+from service.intake.poller.loop import CycleReport, Poller
+from service.intake.rules.decisions import TriggerContext
 from service.storage.agent_comments import AgentComments
 from service.storage.etags import StoredETags
 from service.storage.queue import QueueRow, ReviewQueue
+from service.storage.sqlite import SqliteStore
 from service.storage.watermarks import Watermarks
-from service.triggers import TriggerContext
 from tests.simulator import SimClock, SimulatorTransport, World
 from tests.simulator.harness import APP_ID, SAMPLE_DIFF, app_key_pair
 from tests.simulator.models import Installation, IssueComment, PullRequest

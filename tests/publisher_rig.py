@@ -22,21 +22,24 @@ from typing import Any
 
 import pytest
 
-from service.budget import Governor, Usage
-from service.checks.loop import CheckRuns
-from service.checks.marks import CheckMarks
-from service.config import BudgetConfig, ChecksConfig, PublishConfig
+from service.budget.governor import Governor
+from service.budget.usage import Usage
+from service.config.schema import BudgetConfig, ChecksConfig, PublishConfig
+from service.config.secret import Secret
 from service.engine.base import Assessment, Description, Finding
-from service.github import AppJWT, GitHubClient
-from service.health import Health
-from service.jobs import Job
-from service.publisher import GitHubPublisher
-from service.publisher.publication import Publication, RunAccount
-from service.run_content import Omitted
-from service.secret import Secret
-from service.storage import Database, SqliteStore
+from service.github.auth import AppJWT
+from service.github.client import GitHubClient
+from service.model.jobs import Job
+from service.observe.health import Health
+from service.publish.checks.loop import CheckRuns
+from service.publish.checks.marks import CheckMarks
+from service.publish.github import GitHubPublisher
+from service.publish.publication import Publication, RunAccount
+from service.publish.run import RecordedRun, record_run
+from service.publish.run_content import Omitted
+from service.storage.database import Database
 from service.storage.queue import Claim, ReviewQueue
-from service.worker.record import RecordedRun, record_run
+from service.storage.sqlite import SqliteStore
 from tests.databases import BACKENDS, open_database
 from tests.simulator import SimClock, SimulatorTransport, World
 from tests.simulator.harness import SAMPLE_DIFF, app_key_pair

@@ -7,13 +7,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from service.budget import Governor
-from service.config import BudgetConfig
-from service.ingest import Applied, Decided, apply_decisions
-from service.jobs import Job
-from service.storage import STORE_ERRORS, Database, SqliteStore, Transaction, is_contention
+from service.budget.governor import Governor
+from service.config.schema import BudgetConfig
+from service.intake.ingest import Applied, Decided, apply_decisions
+from service.intake.rules.decisions import Decision
+from service.model.jobs import Job
+from service.storage.database import Database, Transaction
+from service.storage.errors import STORE_ERRORS, is_contention
 from service.storage.queue import Claim, ReviewQueue
-from service.triggers import Decision
+from service.storage.sqlite import SqliteStore
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 LEASE = timedelta(minutes=20)

@@ -159,12 +159,67 @@ def test_the_checks_see_what_they_look_for() -> None:
 
 
 def test_nothing_below_the_composition_root_imports_it() -> None:
-    """``service.daemon`` wires everything; only the entry points above it import it."""
+    """``service.app.daemon`` wires everything; only the entry points above it import it."""
     modules = dict(_modules())
     known = set(modules)
     importers = sorted(name for name, path in modules.items()
-                       if "service.daemon" in _imports(name, path, known))
-    assert importers == ["service.cli", "service.first_run"]
+                       if "service.app.daemon" in _imports(name, path, known))
+    assert importers == ["service.app.first_run", "service.cli.main"]
+
+
+#: The packages of service/, lowest first, along the data path: a package imports only
+#: packages of lower layers (and its own). One layer's packages do not import each other.
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"model", "runtime"}),   # the shared vocabulary; waiting and watching
+    frozenset({"config"}),             # both config files, one declaration mechanism
+    frozenset({"storage", "github"}),  # the two edges: the database, GitHub
+    frozenset({"budget"}),             # the governor
+    frozenset({"observe", "engine"}),  # health, logs, metrics; the review engines
+    frozenset({"intake"}),             # webhook, trigger rules, poller, ingest
+    frozenset({"publish"}),            # the run, check runs, the eyes, speaking as the App
+    frozenset({"review"}),             # pool and job: a claim to a recorded run
+    frozenset({"app"}),                # the composition root, roles, the HTTP app
+    frozenset({"cli"}),                # every command
+)
+
+
+def _package(module: str) -> str:
+    return module.split(".")[1]
+
+
+def test_service_holds_only_packages_and_they_are_the_layers() -> None:
+    loose = sorted(p.name for p in SERVICE.glob("*.py")
+                   if p.name not in {"__init__.py", "__main__.py"})
+    packages = {p.name for p in SERVICE.iterdir()
+                if p.is_dir() and (p / "__init__.py").exists()}
+    assert loose == []
+    assert packages == set().union(*LAYERS)
+
+
+def test_no_package_imports_upward() -> None:
+    """docs/ARCHITECTURE.md's layers: each package sees only those beneath it."""
+    rank = {name: i for i, layer in enumerate(LAYERS) for name in layer}
+    modules = dict(_modules())
+    known = set(modules) - {"service"}
+    upward = []
+    for name, path in modules.items():
+        if name in {"service", "service.__main__"}:
+            continue
+        mine = _package(name)
+        for target in _imports(name, path, known):
+            theirs = _package(target)
+            if theirs != mine and rank[theirs] >= rank[mine]:
+                upward.append(f"{name} imports {target}")
+    assert upward == []
+
+
+def test_no_package_re_exports_its_modules() -> None:
+    """A name is imported from the module that defines it: an ``__init__`` holds a docstring."""
+    facades = sorted(name for name, path in _modules()
+                     if path.name == "__init__.py" and name != "service"
+                     and any(isinstance(node, ast.Import | ast.ImportFrom)
+                             for node in ast.parse(path.read_text()).body))
+    assert facades == []
 
 
 def test_tests_import_no_test_module_and_no_private_name() -> None:
@@ -178,6 +233,9 @@ def test_tests_import_no_test_module_and_no_private_name() -> None:
             where = path.relative_to(ROOT)
             if node.module.split(".")[-1].startswith("test_"):
                 found.append(f"{where}: imports the test module {node.module}")
+            if node.module.startswith("tests"):
+                found += [f"{where}: imports the test module {node.module}.{a.name}"
+                          for a in node.names if a.name.startswith("test_")]
             if node.module.startswith("service"):
                 found += [f"{where}: imports {node.module}.{a.name}" for a in node.names
                           if a.name.startswith("_") and not a.name.startswith("__")]
@@ -186,7 +244,7 @@ def test_tests_import_no_test_module_and_no_private_name() -> None:
 
 #: Storage modules with no PostgreSQL case of their own, and why.
 _ONE_BACKEND = {
-    "__init__": "re-exports only",
+    "__init__": "a docstring only",
     "sqlite": "the SQLite backend itself (tests/storage/test_sqlite.py)",
     "database": "the protocol both backends implement (tested through each of them)",
     "times": "the time codec: text in, text out, no database",

@@ -20,8 +20,9 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from service.cli import build_parser
-from service.config import ServerConfig, parse_config
+from service.cli.main import build_parser
+from service.config.schema import ServerConfig
+from service.config.validate import parse_config
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -416,7 +417,7 @@ def test_the_docs_count_the_locked_distributions_the_lock_has() -> None:
 
 
 def test_the_operations_examples_show_this_codes_schema_version() -> None:
-    from service.storage import HEAD_VERSION
+    from service.storage.sqlite import HEAD_VERSION
     text = (ROOT / "docs" / "OPERATIONS.md").read_text()
     shown = {int(n) for n in re.findall(r'"schema_version": (\d+)', text)}
     shown |= {int(n) for n in re.findall(r"at schema version (\d+) \(this code's\)", text)}
@@ -426,8 +427,8 @@ def test_the_operations_examples_show_this_codes_schema_version() -> None:
 def test_the_unit_gives_room_for_every_connection_and_serve_raises_its_soft_limit() -> None:
     import resource
 
-    from service.config import ServerConfig
-    from service.daemon import raise_file_limit
+    from service.app.daemon import raise_file_limit
+    from service.config.schema import ServerConfig
 
     limit = int(unit()["Service"]["LimitNOFILE"])
     assert limit >= ServerConfig().max_connections + 1000

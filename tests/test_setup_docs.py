@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from service.cli import build_parser
+from service.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ["README.md", "docs/ONBOARDING.md", "docs/SECURITY.md", "docs/DEVELOPMENT.md",

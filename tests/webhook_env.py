@@ -1,5 +1,5 @@
 """A webhook receiver over a real store and the simulator's payloads, for the tests of
-the webhook route (``service.webhook``) and of the web app around it."""
+the webhook route (``service.intake.webhook``) and of the web app around it."""
 
 from __future__ import annotations
 
@@ -17,17 +17,19 @@ import uvicorn
 import yaml
 from fastapi import FastAPI
 
-from service.budget import Governor
-from service.config import Config, ServerConfig, load_config
-from service.daemon import web_server
+from service.app.daemon import web_server
+from service.app.web import InstallationChange, create_app
+from service.budget.governor import Governor
+from service.config.schema import Config, ServerConfig
+from service.config.strict_yaml import load_config
 from service.github.webhooks import sign
-from service.health import Health
-from service.storage import Database, SqliteStore
+from service.intake.rules.decisions import TriggerContext
+from service.observe.health import Health
 from service.storage.agent_comments import AgentComments
+from service.storage.database import Database
 from service.storage.postgres import PostgresStore
 from service.storage.queue import ReviewQueue
-from service.triggers import TriggerContext
-from service.web import InstallationChange, create_app
+from service.storage.sqlite import SqliteStore
 from tests.databases import throwaway_database
 from tests.kit.waiting import wait_for_async
 from tests.simulator import WebhookSender, World

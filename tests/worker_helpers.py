@@ -12,25 +12,22 @@ from typing import Any
 
 import pytest
 
-from service.budget import Governor, Usage
-from service.config import BudgetConfig
+from service.budget.governor import Governor
+from service.budget.usage import Usage
+from service.config.schema import BudgetConfig
+from service.config.secret import Secret
 from service.engine.base import Assessment, Description, EngineRequest, EngineResult, Finding
-from service.etags import ETagStore
-from service.github import AppJWT, GitHubClient
-from service.jobs import Job
-from service.secret import Secret
-from service.storage import SqliteStore
+from service.github.auth import AppJWT
+from service.github.client import GitHubClient
+from service.model.etags import ETagStore
+from service.model.jobs import Job
+from service.publish.ports import GitHubAck, RecordingPublisher
+from service.review.checkout import Checkouts, GitRunner
+from service.review.estimate import Estimator
+from service.review.installations import Installations
+from service.review.job import JobRunner, JobSettings
 from service.storage.queue import Claim, ReviewQueue
-from service.worker import (
-    Checkouts,
-    GitHubAck,
-    GitRunner,
-    Installations,
-    JobRunner,
-    JobSettings,
-    RecordingPublisher,
-)
-from service.worker.estimate import Estimator
+from service.storage.sqlite import SqliteStore
 from tests.simulator import GitRepo, SimulatorTransport, World, open_pull
 from tests.simulator.harness import app_key_pair
 from tests.simulator.models import PullRequest

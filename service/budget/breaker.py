@@ -29,8 +29,9 @@ from fractions import Fraction
 from typing import Final
 
 from service.budget.windows import WindowState, measure
-from service.config import BudgetConfig
-from service.storage import Transaction, budget_state
+from service.config.schema import BudgetConfig
+from service.storage import budget_state
+from service.storage.database import Transaction
 from service.storage.times import from_db_time, to_db_time
 
 #: How long the breaker stays tripped when the engine did not say when the limit resets:

@@ -21,8 +21,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
-from service.config import DEFAULT_USD_PER_MILLION_TOKENS, BudgetConfig
-from service.storage import Transaction, ledger
+from service.config.checks import DEFAULT_USD_PER_MILLION_TOKENS
+from service.config.schema import BudgetConfig
+from service.storage import ledger
+from service.storage.database import Transaction
 
 MONTH: Final = timedelta(days=30)
 MIN_PRICED_RUNS: Final = 5

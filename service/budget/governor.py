@@ -32,14 +32,17 @@ from service.budget.snapshot import BreakerView, PolicyView, Snapshot
 from service.budget.usage import STOP_REASONS, Usage
 from service.budget.view import View, read_view
 from service.budget.windows import WINDOWS, ActorCharge, tightest
-from service.config import BudgetConfig
-from service.storage import STORE_ERRORS, Database, Transaction, ledger
+from service.config.schema import BudgetConfig
+from service.storage import ledger
+from service.storage.database import Database, Transaction
+from service.storage.errors import STORE_ERRORS
 from service.storage.queue import Claim, NothingAdmissible
 from service.storage.times import to_db_time
 
 
 class AdmissionCounter(Protocol):
-    """What the governor tells the process's metrics (``service.metrics.Metrics``)."""
+    """What the governor tells the process's metrics
+    (``service.observe.metrics.instruments.Metrics``)."""
 
     def admitted(self, rung: str) -> None: ...
 

@@ -11,8 +11,9 @@ from datetime import datetime
 from typing import Final
 
 from service.budget.windows import DAILY, ActorCharge, WindowState, measure_actor
-from service.config import BudgetConfig
-from service.storage import Transaction, ledger
+from service.config.schema import BudgetConfig
+from service.storage import ledger
+from service.storage.database import Transaction
 from service.storage.queue import Claim
 
 #: Runs settled at zero for these reasons did no review, so the pacer does not count them.

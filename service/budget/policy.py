@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-from service.config import BudgetConfig
-from service.storage import Transaction, budget_state
+from service.config.schema import BudgetConfig
+from service.storage import budget_state
+from service.storage.database import Transaction
 from service.storage.times import from_db_time
 
 log = logging.getLogger(__name__)

@@ -10,8 +10,8 @@ from service.budget.dollars import DollarWindow, measure_dollars
 from service.budget.ladder import Gauge
 from service.budget.policy import Policy, read_policy
 from service.budget.windows import WindowState, measure
-from service.config import BudgetConfig
-from service.storage import Transaction
+from service.config.schema import BudgetConfig
+from service.storage.database import Transaction
 
 
 @dataclass(frozen=True)

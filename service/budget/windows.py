@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
-from service.config import BudgetConfig
-from service.storage import Transaction, ledger
+from service.config.schema import BudgetConfig
+from service.storage import ledger
+from service.storage.database import Transaction
 
 
 @dataclass(frozen=True)

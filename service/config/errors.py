@@ -32,7 +32,7 @@ class MissingCredentials(ConfigError):
     in the environment nor in files that exist yet. ``problems`` are the usual messages;
     ``config`` is everything else the file says, parsed and valid, with a placeholder
     ``github`` (``app_id`` 0, no secrets) that keeps only ``api_url`` and
-    ``repositories``: what registration needs to know (service/setup/).
+    ``repositories``: what registration needs to know (service/app/setup/).
     """
 
     registration_needed = True

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Literal, get_args
 
 from service.config.checks import (
     api_root_problem,
@@ -25,10 +25,13 @@ from service.config.checks import (
     webhook_path_problem,
 )
 from service.config.declare import Key, Section, key, keys, section
-from service.engine.sandbox import ISOLATIONS
-from service.repo_config.keys import KEYS as REPO_KEYS
-from service.secret import Secret
-from service.severity import SEVERITIES
+from service.config.repository.keys import KEYS as REPO_KEYS
+from service.config.secret import Secret
+from service.model.severity import SEVERITIES
+
+#: How the Claude Code engine is confined (``engine.isolation``); ``engine.sandbox`` does it.
+Isolation = Literal["landlock", "none"]
+ISOLATIONS: Final = get_args(Isolation)
 
 # Names of environment variables, not secrets.
 ENV_PRIVATE_KEY: Final = "GITHUB_APP_PRIVATE_KEY"

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
 from service.config.reader import MISSING, Section
-from service.secret import Secret
+from service.config.secret import Secret
 
 __all__ = ["read_secret", "read_text", "resolve", "unregistered"]
 

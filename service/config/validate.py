@@ -20,8 +20,8 @@ from service.config.errors import ConfigError, MissingCredentials
 from service.config.reader import MISSING, show
 from service.config.reader import Section as Reader
 from service.config.schema import SECTIONS, Config
+from service.config.secret import Secret
 from service.config.secrets import read_secret, resolve, unregistered
-from service.secret import Secret
 
 __all__ = ["parse_config"]
 

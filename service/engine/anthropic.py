@@ -28,7 +28,9 @@ from typing import Any, Final
 import anyio
 import httpx
 
-from service.budget import Usage
+from service.budget.usage import Usage
+from service.config.redact import Redactor
+from service.config.secret import Secret
 from service.engine.base import EngineRequest, EngineResult, estimate_tokens, no_usage
 from service.engine.findings import (
     Answer,
@@ -60,8 +62,6 @@ from service.engine.prompt import (
 )
 from service.engine.sizing import conservative_tokens, fit, with_margin
 from service.engine.stream_json import message_tokens
-from service.redact import Redactor
-from service.secret import Secret
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Final, Literal, Protocol, get_args
 
-from service.budget import STOP_REASONS, Usage
-from service.severity import SEVERITIES, Severity
+from service.budget.usage import STOP_REASONS, Usage
+from service.model.severity import SEVERITIES, Severity
 
 Command = Literal["review", "describe"]
 ReviewMode = Literal["full", "reduced"]  # reduced = correctness and security only
@@ -71,7 +71,7 @@ class Finding:
     #: only), exactly as they should read; the publisher offers it as a committable
     #: suggestion when GitHub can anchor it. None: no replacement proposed.
     suggestion: str | None = None
-    #: Who the finding is across reviews (``service.fingerprint``): set by the worker from
+    #: Who the finding is across reviews (``service.model.fingerprint``): set by the worker from
     #: the code it points at, not by the engine; not part of equality.
     fingerprint: str | None = field(default=None, compare=False)
 

@@ -37,7 +37,7 @@ from typing import Final
 
 import anyio
 
-from service.budget import Usage
+from service.budget.usage import Usage
 from service.engine.base import (
     EngineRequest,
     EngineResult,

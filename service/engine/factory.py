@@ -17,7 +17,7 @@ from typing import Any, Final, cast
 
 import httpx
 
-from service.config import Config, EngineConfig
+from service.config.schema import Config, EngineConfig, Isolation
 from service.engine.anthropic import DEFAULT_API_URL, AnthropicEngine
 from service.engine.base import Engine
 from service.engine.claude_code import DEFAULT_CREDENTIAL_ENV, ClaudeCodeEngine
@@ -26,7 +26,7 @@ from service.engine.openai_compatible import (
     OpenAICompatibleEngine,
     ResponseFormat,
 )
-from service.engine.sandbox import Isolation, Sandbox, Verified, verify
+from service.engine.sandbox import Sandbox, Verified, verify
 
 DEFAULT_MAX_TOKENS: Final = 8192
 DEFAULT_KILL_GRACE_SECONDS: Final = 5.0

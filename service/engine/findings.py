@@ -31,7 +31,7 @@ from service.engine.base import (
     Finding,
     ReviewMode,
 )
-from service.severity import SEVERITIES
+from service.model.severity import SEVERITIES
 
 #: A review proposing more than this is noise; the extra findings are dropped.
 MAX_FINDINGS: Final = 50

@@ -33,7 +33,8 @@ from typing import Any, Final, TypeVar
 import anyio
 import httpx
 
-from service.budget import Usage
+from service.budget.usage import Usage
+from service.config.redact import Redactor
 from service.engine.base import (
     EngineRequest,
     EngineResult,
@@ -44,7 +45,6 @@ from service.engine.base import (
 from service.engine.findings import Answer, InvalidAnswer
 from service.engine.prompt import PREVIOUS_ANSWER_MAX_CHARS
 from service.engine.sizing import Fit
-from service.redact import Redactor
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,9 @@ from typing import Any, Final, Literal
 import anyio
 import httpx
 
-from service.budget import Usage
+from service.budget.usage import Usage
+from service.config.redact import Redactor
+from service.config.secret import Secret
 from service.engine.base import EngineRequest, EngineResult, estimate_tokens
 from service.engine.findings import parse_answer_text, schema_for
 from service.engine.http_api import (
@@ -50,8 +52,6 @@ from service.engine.http_api import (
 )
 from service.engine.prompt import build_prompt, repair_message, system_rules
 from service.engine.sizing import conservative_tokens, fit
-from service.redact import Redactor
-from service.secret import Secret
 
 log = logging.getLogger(__name__)
 

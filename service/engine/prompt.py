@@ -22,10 +22,10 @@ import json
 import re
 from typing import Final
 
+from service.config.redact import redact_shapes
 from service.engine.base import Command, EngineRequest, ReviewMode
 from service.engine.findings import schema_for
-from service.invisible import NEWLINES, is_invisible, reveal
-from service.redact import redact_shapes
+from service.model.invisible import NEWLINES, is_invisible, reveal
 
 TITLE_MAX_CHARS: Final = 1_000
 BODY_MAX_CHARS: Final = 20_000

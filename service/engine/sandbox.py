@@ -39,13 +39,11 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal, get_args
+from typing import Final
 
+from service.config.schema import Isolation
 from service.engine.confine import CANNOT_CONFINE, MARK, launcher_argv
-from service.pids import alive
-
-Isolation = Literal["landlock", "none"]
-ISOLATIONS: Final = get_args(Isolation)
+from service.runtime.pids import alive
 
 #: Read (and execute) beneath these, when they exist.
 SYSTEM_READ: Final = (

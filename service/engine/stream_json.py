@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal
 
-from service.budget import Confidence
+from service.budget.usage import Confidence
+from service.config.redact import redact_shapes
 from service.engine.limits import (
     USAGE_LIMIT_PREFIXES,
     epoch_time,
@@ -36,7 +37,6 @@ from service.engine.limits import (
     is_usage_limit_text,
     reset_time,
 )
-from service.redact import redact_shapes
 
 _AUTH_ERRORS: Final = frozenset({"authentication_failed", "oauth_org_not_allowed",
                                  "account_on_hold"})

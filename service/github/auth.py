@@ -27,9 +27,9 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 
+from service.config.secret import Secret
 from service.github.actors import APP, Actor, Clock
 from service.github.errors import GitHubError
-from service.secret import Secret
 
 __all__ = ["APP", "JWT_BACKDATE", "JWT_LIFETIME", "REFRESH_MARGIN", "Actor", "AppJWT",
            "AppKeyError", "Clock", "InstallationToken", "InstallationTokens",

@@ -16,7 +16,7 @@ simulator's ASGI app); its ``Requester`` (``requester``) applies the pure rules 
 - writes serialised per installation and spaced at least a second apart;
 - nothing secret written: every string in a write's JSON body passes the ``Redactor``
   (credential shapes, and the service's own key and secrets) before it leaves, and a
-  redaction is logged by kind, never by value (``service.redact``);
+  redaction is logged by kind, never by value (``service.config.redact``);
 - typed errors (``errors``) instead of status codes.
 
 Time, sleep and randomness are parameters, so tests run without waiting and assert the
@@ -34,8 +34,8 @@ from typing import Any, Final
 import httpx
 
 from service import __version__
-from service.config import GitHubConfig
-from service.etags import ETagCache
+from service.config.redact import Redactor
+from service.config.schema import GitHubConfig
 from service.github.actors import Actor, Clock
 from service.github.auth import AppJWT, InstallationTokens
 from service.github.conditional import ConditionalResult, ConditionalStats
@@ -44,7 +44,7 @@ from service.github.installations import mint_installation_token
 from service.github.ratelimit import RateLimit, RetryPolicy
 from service.github.requester import Conditional, Params, Requester, Sleep, TokenSource
 from service.github.urls import normalize_api_base, parse_link_header
-from service.redact import Redactor
+from service.model.etags import ETagCache
 
 __all__ = ["API_VERSION", "DIFF_MEDIA", "JSON_MEDIA", "USER_AGENT", "GitHubClient", "TokenSource"]
 

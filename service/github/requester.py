@@ -31,7 +31,6 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from service.etags import ETagCache, Validators
 from service.github.actors import APP, Actor, Clock
 from service.github.conditional import (
     ConditionalStats,
@@ -53,6 +52,7 @@ from service.github.ratelimit import (
 )
 from service.github.urls import GRAPHQL_PATH, api_url, graphql_url
 from service.github.write_turns import WriteTurns
+from service.model.etags import ETagCache, Validators
 
 log = logging.getLogger(__name__)
 

@@ -29,8 +29,8 @@ from urllib.parse import parse_qs
 
 import orjson
 
+from service.config.secret import Secret
 from service.github.payload import PayloadError
-from service.secret import Secret
 
 SignatureReason = Literal["no_secret", "missing", "unsupported_algorithm", "malformed", "mismatch"]
 SIGNATURE_HEADER = "X-Hub-Signature-256"

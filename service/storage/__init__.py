@@ -9,39 +9,3 @@
 
 docs/ARCHITECTURE.md has the table of which module owns which table.
 """
-
-from service.storage.database import Database, Leadership, OpenTransaction, Rows, Transaction
-from service.storage.errors import (
-    STORE_ERRORS,
-    MigrationError,
-    NestedTransactionError,
-    StoreClosedError,
-    is_contention,
-    is_unavailable,
-)
-from service.storage.migrate import migrate
-from service.storage.migrations import MIGRATIONS
-from service.storage.sqlite import HEAD_VERSION, SqliteStore
-from service.storage.times import from_db_time, to_db_time
-from service.storage.watermarks import watermark_key
-
-__all__ = [
-    "HEAD_VERSION",
-    "MIGRATIONS",
-    "STORE_ERRORS",
-    "Database",
-    "Leadership",
-    "MigrationError",
-    "NestedTransactionError",
-    "OpenTransaction",
-    "Rows",
-    "SqliteStore",
-    "StoreClosedError",
-    "Transaction",
-    "from_db_time",
-    "is_contention",
-    "is_unavailable",
-    "migrate",
-    "to_db_time",
-    "watermark_key",
-]

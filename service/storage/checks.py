@@ -5,7 +5,7 @@ gets a second row on the head it reviewed). Each row holds what the check run *s
 show — status, conclusion, title, summary, link — written in the same transaction as the
 event that decides it (the claim's job starting, a job's ending, a publication's outcome,
 a deferral), and a ``version`` counting those changes; ``shown_version`` is the version
-GitHub was last told. The check-run loop (``service.checks.loop``) pushes every row whose
+GitHub was last told. The check-run loop (``service.publish.checks.loop``) pushes every row whose
 version is ahead, so a crash between an event and its push loses nothing: the next pass
 pushes the latest state, whatever came in between.
 

@@ -1,12 +1,12 @@
 """The ``etags`` table: the durable ``ETagCache`` the GitHub client's conditional GETs use.
 
-A lost entry costs one full GET, never correctness (see ``service.etags``); keeping them
+A lost entry costs one full GET, never correctness (see ``service.model.etags``); keeping them
 in the store is what lets a restarted poller's first cycle be answered with 304s.
 """
 
 from __future__ import annotations
 
-from service.etags import Validators, resource_of
+from service.model.etags import Validators, resource_of
 from service.storage.database import Database
 
 __all__ = ["StoredETags"]
@@ -35,7 +35,7 @@ class StoredETags:
         """Store (or replace) the validators for ``key``, dropping its other variants.
 
         Variants are keys for the same resource with another suffix after the last ``#``
-        (another token's fingerprint; see ``service.etags``).
+        (another token's fingerprint; see ``service.model.etags``).
         """
         resource = resource_of(key)
         with self._db.transaction() as tx:

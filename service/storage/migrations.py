@@ -125,7 +125,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "repo TEXT PRIMARY KEY, installation_id INTEGER NOT NULL,"
         " added_at TEXT NOT NULL, removed_at TEXT)",
     ),
-    # 22: Last-Modified beside the ETag (service.etags.Validators).
+    # 22: Last-Modified beside the ETag (service.model.etags.Validators).
     ("ALTER TABLE etags ADD COLUMN last_modified TEXT",),
     # 23: the claim's indexes. queue_live holds only rows a claim may take, in FIFO
     # order, so the walk reads no done rows and needs no sort; its WHERE must stay the
@@ -261,7 +261,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "CREATE INDEX IF NOT EXISTS ledger_installation_window"
         " ON ledger (installation_id, reserved_at)",
     ),
-    # 30: the repository config files as last read from GitHub (service.repo_config):
+    # 30: the repository config files as last read from GitHub (service.config.repository):
     # one row per file URL, with the validators the text came with, so a revalidation
     # answered 304 is served from here.
     (
@@ -269,7 +269,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "url TEXT PRIMARY KEY, repo TEXT NOT NULL, found INTEGER NOT NULL, etag TEXT,"
         " content BLOB, problem TEXT, read_at TEXT NOT NULL)",
     ),
-    # 31: every finding posted on a pull request, by fingerprint (service.fingerprint): a
+    # 31: every finding posted on a pull request, by fingerprint (service.model.fingerprint): a
     # later review does not post it again. No review text: the retention purge keeps it.
     (
         "CREATE TABLE IF NOT EXISTS posted_findings ("

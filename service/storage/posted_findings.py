@@ -1,7 +1,7 @@
 """The ``posted_findings`` table: every finding the App posted on a pull request, by
 fingerprint — its memory across reviews.
 
-One row per pull request and fingerprint (``service.fingerprint``): where and how serious
+One row per pull request and fingerprint (``service.model.fingerprint``): where and how serious
 it was when first posted, on which head, and its ``state``. A later review of the same pull
 request does not post a finding whose fingerprint is here. The table holds no review text
 (no title, no body), so the retention purge, which empties ``runs``, leaves it: the memory

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final, cast
 
-from service.jobs import Command, CommentSource, Job, Kind
+from service.model.jobs import Command, CommentSource, Job, Kind
 from service.storage.database import Database, Transaction
 from service.storage.times import from_db_time, to_db_time
 

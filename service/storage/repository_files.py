@@ -5,7 +5,7 @@ organisation's ``.github`` repository): whether GitHub had it, its bytes, the ET
 came with and when they were read. A conditional read answered 304 is served from here,
 so an unchanged file costs nothing against the rate limit; the trigger rules of both
 ingest paths read the automatic-review keys from here without asking GitHub
-(``service.repo_config.source``). Nothing here is a secret or review content: the files
+(``service.review.repository_config``). Nothing here is a secret or review content: the files
 are the repository's own, readable by anyone who can read the repository.
 """
 

@@ -1,7 +1,7 @@
 """The ``runs`` table: what a paid review or description produced, and its publication.
 
 A run is inserted by the transaction that settles its ledger row and finishes its queue
-row (``service.worker.settle``), so a run is recorded exactly when its cost is. The
+row (``service.review.settle``), so a run is recorded exactly when its cost is. The
 publisher then takes it through its publication lifecycle, ``TRANSITIONS`` below, the
 only place that lifecycle is written down; each write takes its ``WHERE`` from it:
 
@@ -14,7 +14,7 @@ only place that lifecycle is written down; each write takes its ``WHERE`` from i
 
 Separately, its content (findings, assessment, description, omitted) is ``held`` until
 the retention sweep ``purge``s it; a purged run is never offered for publication. The
-content's JSON forms are ``service.run_content``'s; here they are text.
+content's JSON forms are ``service.publish.run_content``'s; here they are text.
 """
 
 from __future__ import annotations

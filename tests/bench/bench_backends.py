@@ -39,13 +39,18 @@ from typing import Any
 
 import psycopg
 
-from service.budget import WINDOWS, Governor, Usage
-from service.config import BudgetConfig
-from service.jobs import Job
-from service.storage import Database, SqliteStore, is_contention, to_db_time
+from service.budget.governor import Governor
+from service.budget.usage import Usage
+from service.budget.windows import WINDOWS
+from service.config.schema import BudgetConfig
+from service.model.jobs import Job
+from service.storage.database import Database
+from service.storage.errors import is_contention
 from service.storage.ledger import WINDOW_SQL, window_params, windows_sql
 from service.storage.postgres import PostgresStore, translate_placeholders
 from service.storage.queue import ReviewQueue
+from service.storage.sqlite import SqliteStore
+from service.storage.times import to_db_time
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 CONFIG = BudgetConfig(enabled=True, session_tokens=10**12, weekly_tokens=10**13,

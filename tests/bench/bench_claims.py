@@ -18,12 +18,15 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from service.budget import WINDOWS, Governor, Usage
-from service.config import BudgetConfig
-from service.jobs import Job
-from service.storage import SqliteStore, to_db_time
+from service.budget.governor import Governor
+from service.budget.usage import Usage
+from service.budget.windows import WINDOWS
+from service.config.schema import BudgetConfig
+from service.model.jobs import Job
 from service.storage.ledger import WINDOW_SQL, window_params
 from service.storage.queue import CLAIMABLE_SQL, ReviewQueue
+from service.storage.sqlite import SqliteStore
+from service.storage.times import to_db_time
 
 PLAIN = ("SELECT COALESCE(SUM(COALESCE(used_tokens, reserved_tokens)), 0) FROM ledger"
          " WHERE reserved_at > ?")

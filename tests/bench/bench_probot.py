@@ -325,7 +325,7 @@ def fill_deliveries(path: Path, count: int) -> None:
     import uuid
     from datetime import UTC, datetime, timedelta
 
-    from service.storage import SqliteStore
+    from service.storage.sqlite import SqliteStore
     from service.storage.times import to_db_time
 
     SqliteStore(path).close()  # created and migrated as serve would

@@ -17,7 +17,7 @@ the claim through the governor, the installation lookup and the reaction's own r
 Two phases: ``steady``, triggers at ``--rate`` per second (workers mostly free), then
 ``burst``, ``--burst`` triggers sent back to back (most wait for a worker to review
 them; the 👀 does not, since it is sent when the work is queued,
-``service/worker/acknowledge.py``). ``--compare DIR`` first runs the same phases with
+``service/publish/acknowledge.py``). ``--compare DIR`` first runs the same phases with
 ``serve`` started from another checkout (``git archive COMMIT service | tar -x -C DIR``),
 for a side-by-side with an older version. The last line is the figures as JSON.
 """

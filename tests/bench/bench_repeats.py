@@ -20,11 +20,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from service.budget import Usage
-from service.config import PublishConfig
+from service.budget.usage import Usage
+from service.config.schema import PublishConfig
 from service.engine.base import Assessment, EngineRequest, EngineResult, Finding
-from service.publisher import GitHubPublisher
-from service.worker import Installations
+from service.publish.github import GitHubPublisher
+from service.review.installations import Installations
 from tests.simulator import push_to_pull
 from tests.worker_helpers import REPO, build_sim, close_sim
 

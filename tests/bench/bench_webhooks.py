@@ -88,16 +88,16 @@ def write_config(directory: Path, port: int, store_url: str | None = None) -> Pa
 
 
 def serve(config_path: Path, port: int) -> None:
-    from service.budget import Governor
-    from service.config import load_config
-    from service.daemon import listen, web_server
-    from service.health import Health
-    from service.logs import configure_logging
+    from service.app.daemon import listen, web_server
+    from service.app.web import create_app
+    from service.budget.governor import Governor
+    from service.config.strict_yaml import load_config
+    from service.intake.rules.decisions import TriggerContext
+    from service.observe.health import Health
+    from service.observe.logs import configure_logging
     from service.storage.agent_comments import AgentComments
     from service.storage.open import open_store
     from service.storage.queue import ReviewQueue
-    from service.triggers import TriggerContext
-    from service.web import create_app
 
     config = load_config(config_path, {})
     log_file = (config_path.parent / "server.log").open("w", encoding="utf-8")

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from service.storage import from_db_time
+from service.storage.times import from_db_time
 
 Class = Literal["posted", "recorded", "abandoned", "unfinished", "lost"]
 CLASSES: tuple[Class, ...] = ("posted", "recorded", "abandoned", "unfinished", "lost")

@@ -40,15 +40,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from service.budget import Governor
-from service.checks.loop import CheckRuns
-from service.config import load_config
-from service.github import GitHubClient
-from service.publisher import GitHubPublisher, republish_pending
-from service.storage import from_db_time
+from service.budget.governor import Governor
+from service.config.strict_yaml import load_config
+from service.github.client import GitHubClient
+from service.publish.checks.loop import CheckRuns
+from service.publish.github import GitHubPublisher
+from service.publish.retry import republish_pending
+from service.review.installations import Installations
 from service.storage.open import open_store
 from service.storage.queue import ReviewQueue
-from service.worker.installations import Installations
+from service.storage.times import from_db_time
 from tests.chaos.accounting import Limits, Report, Trigger, charge, classify
 from tests.chaos.rig import ROOT, SLUG, ChaosRig, RigSettings
 

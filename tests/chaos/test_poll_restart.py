@@ -106,7 +106,7 @@ async def test_a_store_without_seed_rows_starts_replaying_once_its_mark_moves(
 async def test_a_restarted_poller_takes_no_comment_for_a_push(tmp_path: Path, who: str) -> None:
     # With on_push: a pull request that existed before the start, asked about once, then
     # commented on by a bot, a stranger or anyone after a restart: no automatic review.
-    from service.config import TriggersConfig
+    from service.config.schema import TriggersConfig
 
     rig = PollerRig.create(tmp_path, triggers=TriggersConfig(on_push=True))
     try:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from service.storage import from_db_time
+from service.storage.times import from_db_time
 from tests.chaos.accounting import RUN_MARKER, app_posts
 from tests.chaos.rig import ChaosRig, RigSettings
 from tests.databases import as_url, throwaway_database

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from typing import Any
 
-from service.storage import HEAD_VERSION
+from service.storage.sqlite import HEAD_VERSION
 from tests.e2e.conftest import E2E
 from tests.e2e.harness import INSTALLATION_ID, wait_for
 

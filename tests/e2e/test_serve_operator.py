@@ -17,9 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.config import load_config
+from service.cli.local_review import replay, replay_url, review_once
+from service.config.strict_yaml import load_config
 from service.github.webhooks import check_signature
-from service.operator import replay, replay_url, review_once
 from tests.e2e.conftest import E2E
 from tests.e2e.harness import (
     CREDENTIAL_SHAPES,

@@ -29,5 +29,5 @@ def test_the_poller_alone_gets_the_review_posted(make_e2e: Callable[..., E2E]) -
     assert e2e.db("SELECT count(*) FROM deliveries") == [(0,)]
     assert e2e.db("SELECT dedupe_key, status FROM queue") == [(key, "done")]
     [enqueued] = [line for line in serve.lines() if line.get("dedupe_key") == key
-                  and line["logger"].startswith("service.poller")]
+                  and line["logger"].startswith("service.intake.poller")]
     assert enqueued["repo"] == REPO

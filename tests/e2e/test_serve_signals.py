@@ -64,7 +64,7 @@ def test_sighup_reloads_the_budget_and_a_broken_file_changes_nothing(e2e: E2E) -
     serve.signal(signal.SIGHUP)
     [refused] = wait_for("the reload to be refused", lambda: list(
         serve.messages("config reload refused")), alive=serve.alive, on_timeout=serve.text)
-    assert refused["level"] == "ERROR" and refused["logger"] == "service.reload"
+    assert refused["level"] == "ERROR" and refused["logger"] == "service.app.reload"
     health = serve.healthz()  # still serving, and saying the file in force is the old one
     assert health is not None and health["status"] == "degraded"
     assert health["checks"]["config"]["status"] == "degraded"

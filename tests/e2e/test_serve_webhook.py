@@ -83,6 +83,6 @@ def test_log_format_text_is_one_readable_line_per_record(e2e: E2E) -> None:
     assert lines and all(shape.match(line) for line in lines), text
     [delivery] = [line for line in lines if "webhook delivery" in line]
     assert "delivery_id=e2e-ping-1" in delivery and "outcome=ping" in delivery
-    assert any("service.shutdown: shutting down" in line and "signal=SIGINT" in line
+    assert any("service.app.shutdown: shutting down" in line and "signal=SIGINT" in line
                for line in lines)
     e2e.assert_no_secrets()

@@ -4,7 +4,7 @@
 installation and bare git repository with pull requests ready to be mentioned), writes
 ``config.yaml`` (engine: ``tests/chaos/claude_chaos.py`` over the fake ``claude``; a
 short queue lease and engine wall clock; the poller every second) and loads it.
-``async with rig.running() as url:`` runs ``service.daemon.run(config, "all", …)`` with
+``async with rig.running() as url:`` runs ``service.app.daemon.run(config, "all", …)`` with
 the simulator's transport and a listening socket on 127.0.0.1, so webhooks are real HTTP
 while every GitHub call goes into ``world``, where faults are scheduled.
 
@@ -28,8 +28,9 @@ from typing import Any
 import httpx
 import yaml
 
-from service import daemon
-from service.config import Config, load_config
+from service.app import daemon
+from service.config.schema import Config
+from service.config.strict_yaml import load_config
 from tests.chaos.rig import CLAUDE_CHAOS, signed_delivery
 from tests.fake_claude import engine_isolation
 from tests.kit.waiting import wait_for_async

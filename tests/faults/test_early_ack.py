@@ -1,7 +1,7 @@
 """The 👀 goes out when work is queued, not when a worker is free (found by the reaction
 benchmark: with both workers busy, a request waited for a whole review before its 👀).
 
-``EarlyAck`` (service/worker/acknowledge.py) acknowledges recently queued rows as soon as
+``EarlyAck`` (service/publish/acknowledge.py) acknowledges recently queued rows as soon as
 the receiver or the poller wakes it; the job's own acknowledgement is then skipped.
 """
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from service.publish.acknowledge import EarlyAck, SkipAcked
+from service.publish.ports import RecordingPublisher
 from service.storage.queue import Claim
-from service.worker.acknowledge import EarlyAck, SkipAcked
-from service.worker.ports import RecordingPublisher
 from tests.faults.rig import FaultRig
 from tests.worker_helpers import build_sim, close_sim
 

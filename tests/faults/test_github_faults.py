@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from service import runners
-from service.worker import job
+from service.app import runners
+from service.review import job
 from tests.faults.rig import FaultRig
 
 FIVE_XX, SECONDARY, SLOW, DROPS, MINT, HANG = (f"org{i}/repo{i}" for i in range(1, 7))

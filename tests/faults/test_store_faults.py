@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from service import daemon, runners
+from service.app import daemon, runners
 from tests.faults.rig import FaultRig
 from tests.simulator import SimulatorTransport
 

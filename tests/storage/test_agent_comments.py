@@ -3,8 +3,9 @@ them for a request."""
 
 from __future__ import annotations
 
-from service.storage import Database, agent_comments
+from service.storage import agent_comments
 from service.storage.agent_comments import AgentComments
+from service.storage.database import Database
 from tests.queue_helpers import T0
 
 

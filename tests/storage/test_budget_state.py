@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from service.storage import Database, budget_state
+from service.storage import budget_state
+from service.storage.database import Database
 from tests.queue_helpers import T0
 
 

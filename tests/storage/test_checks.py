@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from service.storage import Database, checks
+from service.storage import checks
 from service.storage.checks import COMPLETED, IN_PROGRESS, QUEUED, CheckState, Target
+from service.storage.database import Database
 from service.storage.queue import ReviewQueue
 from tests.queue_helpers import T0, opened
 

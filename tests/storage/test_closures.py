@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from service.storage import Database, closures
+from service.storage import closures
+from service.storage.database import Database
 from tests.queue_helpers import T0
 
 

@@ -12,21 +12,16 @@ from pathlib import Path
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from service.budget import Governor, Usage
-from service.cli import main
-from service.etags import Validators
-from service.storage import (
-    SqliteStore,
-    agent_comments,
-    closures,
-    notices,
-    repositories,
-    runs,
-)
+from service.budget.governor import Governor
+from service.budget.usage import Usage
+from service.cli.main import main
+from service.model.etags import Validators
+from service.storage import agent_comments, closures, notices, repositories, runs
 from service.storage.copy import COPIED, CopyError, copy_store
 from service.storage.etags import StoredETags
 from service.storage.postgres import PostgresStore
 from service.storage.queue import ReviewQueue
+from service.storage.sqlite import SqliteStore
 from service.storage.watermarks import Watermarks
 from tests.databases import as_url, private_cluster, throwaway_database
 from tests.queue_helpers import budget, mention, opened

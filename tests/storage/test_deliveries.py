@@ -6,8 +6,10 @@ from datetime import timedelta
 
 import pytest
 
-from service.storage import STORE_ERRORS, Database, deliveries
+from service.storage import deliveries
+from service.storage.database import Database
 from service.storage.deliveries import MEMORY, DeliveryRow
+from service.storage.errors import STORE_ERRORS
 from tests.queue_helpers import T0
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from service.etags import ETagCache, ETagStore, Validators
-from service.storage import Database
+from service.model.etags import ETagCache, ETagStore, Validators
+from service.storage.database import Database
 from service.storage.etags import StoredETags
 from tests.databases import BACKENDS, open_database
 
@@ -33,7 +33,7 @@ def test_etag_cache_round_trip(cache: ETagCache) -> None:
 
 
 def test_etags_survive_a_restart(tmp_path: Path) -> None:
-    from service.storage import SqliteStore
+    from service.storage.sqlite import SqliteStore
     with SqliteStore(tmp_path / "s.db") as store:
         StoredETags(store).put_validators("k", Validators('"e"', "Tue"))
     with SqliteStore(tmp_path / "s.db") as store:

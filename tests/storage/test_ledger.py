@@ -7,7 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from service.storage import Database, ledger, to_db_time
+from service.storage import ledger
+from service.storage.database import Database
+from service.storage.times import to_db_time
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 

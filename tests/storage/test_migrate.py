@@ -9,8 +9,9 @@ import sys
 from contextlib import redirect_stdout
 from pathlib import Path
 
-from service.cli import main
-from service.storage import HEAD_VERSION, MIGRATIONS, SqliteStore
+from service.cli.main import main
+from service.storage.migrations import MIGRATIONS
+from service.storage.sqlite import HEAD_VERSION, SqliteStore
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,16 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from service.storage import (
-    HEAD_VERSION,
-    MIGRATIONS,
-    MigrationError,
-    SqliteStore,
-    is_contention,
-    migrate,
-    to_db_time,
-)
+from service.storage.errors import MigrationError, is_contention
 from service.storage.etags import StoredETags
+from service.storage.migrate import migrate
+from service.storage.migrations import MIGRATIONS
+from service.storage.sqlite import HEAD_VERSION, SqliteStore
+from service.storage.times import to_db_time
 from service.storage.watermarks import Watermarks
 
 SNAPSHOT = Path(__file__).with_name("schema_snapshot.sql")

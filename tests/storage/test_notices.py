@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from service.storage import Database, notices
+from service.storage import notices
+from service.storage.database import Database
 from service.storage.queue import ABANDONED, ReviewQueue
 from tests.queue_helpers import T0, mention, opened
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import psycopg
 
-from service.storage import SqliteStore
+from service.storage.sqlite import SqliteStore
 from tests.databases import throwaway_database
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.storage import Database, posted_findings
+from service.storage import posted_findings
+from service.storage.database import Database
 from service.storage.posted_findings import DECLINED, OPEN, RESOLVED, PostedFinding
 from tests.queue_helpers import T0
 

@@ -14,9 +14,9 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from service.config import StoreConfig
-from service.health import Health
-from service.storage import NestedTransactionError, is_contention
+from service.config.schema import StoreConfig
+from service.observe.health import Health
+from service.storage.errors import NestedTransactionError, is_contention
 from service.storage.open import open_store, store_label
 from service.storage.postgres import (
     PG_HEAD_VERSION,
@@ -216,7 +216,7 @@ def test_the_pollers_leader_is_named_on_the_server_by_host_and_role(conninfo: st
 
 
 def test_every_process_on_one_file_leads(tmp_path: Path) -> None:
-    from service.storage import SqliteStore
+    from service.storage.sqlite import SqliteStore
 
     with SqliteStore(tmp_path / "state.db") as store:
         assert store.leadership("poller").lead() and store.leadership("poller").lead()
@@ -266,7 +266,7 @@ def test_a_live_connection_is_lent_without_a_round_trip_and_a_dropped_one_is_che
 def test_an_unreachable_server_is_told_from_a_fault() -> None:
     from psycopg_pool import PoolTimeout
 
-    from service.storage import is_unavailable
+    from service.storage.errors import is_unavailable
 
     assert is_unavailable(psycopg.OperationalError("server closed the connection"))
     assert is_unavailable(PoolTimeout("no connection in 30 s"))

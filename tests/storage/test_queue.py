@@ -8,9 +8,10 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from service.storage import Database, SqliteStore
 from service.storage import queue as q
+from service.storage.database import Database
 from service.storage.queue import Claim, ReviewQueue
+from service.storage.sqlite import SqliteStore
 from tests.queue_helpers import LEASE, T0, mention, opened
 
 

@@ -8,9 +8,10 @@ from datetime import timedelta
 
 import pytest
 
-from service.budget import Governor
-from service.storage import Database, SqliteStore
+from service.budget.governor import Governor
+from service.storage.database import Database
 from service.storage.queue import ReviewQueue
+from service.storage.sqlite import SqliteStore
 from tests.queue_helpers import LEASE, T0, budget, mention
 
 

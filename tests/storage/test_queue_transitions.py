@@ -14,10 +14,12 @@ import hypothesis.strategies as st
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from service.budget import Governor, Usage, measure
-from service.config import BudgetConfig
-from service.storage import SqliteStore
+from service.budget.governor import Governor
+from service.budget.usage import Usage
+from service.budget.windows import measure
+from service.config.schema import BudgetConfig
 from service.storage.queue import MAX_ATTEMPTS, Claim, ReviewQueue
+from service.storage.sqlite import SqliteStore
 from tests.queue_helpers import T0, mention, opened
 
 CONFIG = BudgetConfig(enabled=True, session_tokens=30_000, weekly_tokens=420_000,

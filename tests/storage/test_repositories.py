@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from service.storage import Database, repositories
+from service.storage import repositories
+from service.storage.database import Database
 from tests.queue_helpers import T0
 
 

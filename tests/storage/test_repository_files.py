@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from service.storage import Database, repository_files
+from service.storage import repository_files
+from service.storage.database import Database
 from service.storage.repository_files import StoredFile
 from tests.queue_helpers import T0
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from service.storage import Database, repository_polls
+from service.storage import repository_polls
+from service.storage.database import Database
 from service.storage.repository_polls import MAX_ERROR, Poll
 from tests.queue_helpers import T0
 

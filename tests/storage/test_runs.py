@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from service.storage import Database, closures, runs
+from service.storage import closures, runs
+from service.storage.database import Database
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 LEASE = timedelta(seconds=30)

@@ -11,15 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from service.storage import (
-    HEAD_VERSION,
-    MIGRATIONS,
+from service.storage.errors import (
     MigrationError,
     NestedTransactionError,
-    SqliteStore,
     StoreClosedError,
     is_contention,
 )
+from service.storage.migrations import MIGRATIONS
+from service.storage.sqlite import HEAD_VERSION, SqliteStore
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from service.storage import MIGRATIONS, NestedTransactionError, SqliteStore, StoreClosedError
+from service.storage.errors import NestedTransactionError, StoreClosedError
+from service.storage.migrations import MIGRATIONS
+from service.storage.sqlite import SqliteStore
 
 
 @pytest.fixture

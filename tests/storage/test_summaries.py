@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from service.storage import Database, summaries
+from service.storage import summaries
+from service.storage.database import Database
 from tests.queue_helpers import T0
 
 LATER = T0 + timedelta(minutes=1)

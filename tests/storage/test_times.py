@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.storage import from_db_time, to_db_time
+from service.storage.times import from_db_time, to_db_time
 
 
 def test_to_db_time_is_fixed_width_utc() -> None:

@@ -13,9 +13,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from service.storage import Database, SqliteStore, from_db_time, to_db_time, watermark_key
+from service.storage.database import Database
 from service.storage.postgres import PostgresStore
-from service.storage.watermarks import Watermarks
+from service.storage.sqlite import SqliteStore
+from service.storage.times import from_db_time, to_db_time
+from service.storage.watermarks import Watermarks, watermark_key
 from tests.databases import throwaway_database
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)

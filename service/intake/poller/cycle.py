@@ -1,0 +1,453 @@
+"""One poll of one repository: fetch both streams, decide, apply, then advance the marks.
+
+For each stream the order is fixed, and it is the whole crash story:
+
+1. the stream is marked *unfinished* (in memory) before anything is fetched;
+2. its pages are fetched (the first conditionally, unless the last attempt was
+   unfinished: the ETag stored by a fetch whose items were never applied would answer
+   304 and hide them, so an unfinished stream is fetched in full);
+3. every decision is applied in **one** store transaction
+   (``service.intake.ingest.apply_decisions``, the seam the webhook receiver uses, so both
+   paths have the same effect and keys);
+4. only after that transaction commits is the watermark advanced, to the newest
+   timestamp seen in the payload (never the clock);
+5. the stream is marked finished.
+
+A crash before 3 commits loses nothing (the mark has not moved); a crash between 3 and 4
+re-reads the same items next time and every insert is a duplicate. A crash after 4 forgets
+the in-memory ``Boundary`` (what was seen at the mark's own second); the next process
+replays the items at a mark a regular poll set, which is a duplicate insert for each one
+already applied and finds one that arrived in that second after the poll. Only a cold
+start's mark (recorded as such, ``seed_key``) keeps its items considered: they predate the
+install and were never decided. A process restart
+mints a new installation token, and ETags are stored per token, so a restarted poller
+never receives a 304 for a listing it had not finished.
+
+Store calls run in a worker thread (``anyio.to_thread``): SQLite blocks, sometimes for
+the whole busy timeout, and the event loop also serves webhooks.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeVar
+
+import anyio.to_thread
+
+from service.github.client import GitHubClient
+from service.github.payload import PayloadError
+from service.github.pulls import PullRequest, parse_listed_pull
+from service.intake.ingest import Applied, Decided, apply_decisions
+from service.intake.rules.classify import (
+    classify_comment,
+    classify_pull_request,
+    pull_request_number,
+)
+from service.intake.rules.decisions import Decision, Ignore, TriggerContext
+from service.model.jobs import CommentSource
+from service.storage import closures
+from service.storage import queue as queue_table
+from service.storage.database import Database, Transaction
+from service.storage.queue import ReviewQueue
+from service.storage.watermarks import Watermarks, watermark_key
+
+from .pages import Page, Tally, fetch_page
+from .streams import (
+    COMMENTS,
+    EPOCH,
+    PULL_REQUESTS,
+    Boundary,
+    CommentItem,
+    CommentSighting,
+    PullAction,
+    PullHistory,
+    PullMemory,
+    comment_endpoints,
+    comment_seed_endpoints,
+    comment_sighting,
+    next_boundary,
+    parse_comment,
+    pull_action,
+    pulls_endpoint,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+def seed_key(stream: str, repo: str) -> str:
+    """The watermark row recording where a cold start put ``stream``'s mark on ``repo``
+    (``seed_comments:o/r``): while the mark is still there, its items predate the install."""
+    return watermark_key(f"seed_{stream}", repo)
+
+
+@dataclass
+class RepositoryReport:
+    """What one poll of one repository did."""
+
+    repo: str
+    installation_id: int
+    seeded: list[str] = field(default_factory=list)      # streams seeded (cold start)
+    enqueued: list[str] = field(default_factory=list)    # new queue rows
+    duplicates: list[str] = field(default_factory=list)  # already queued (e.g. by a webhook)
+    cancelled: list[str] = field(default_factory=list)   # pending rows of closed PRs
+    declined: list[str] = field(default_factory=list)    # findings declined by a reply
+    watermarks: dict[str, datetime] = field(default_factory=dict)  # in force afterwards
+    tally: Tally = field(default_factory=Tally)
+
+    def absorb(self, applied: Applied) -> None:
+        self.enqueued.extend(applied.enqueued)
+        self.duplicates.extend(applied.duplicates)
+        self.cancelled.extend(applied.cancelled)
+        self.declined.extend(applied.declined)
+
+
+def _complete_at(page: Page, times: Sequence[datetime], newest: datetime) -> bool:
+    """Whether a newest-first page holds every item at ``newest``: it is the last page,
+    or it already reached an older item."""
+    return page.next_url is None or any(t < newest for t in times)
+
+
+class RepositoryPoller:
+    """Polls repositories one at a time; holds what must outlive a single poll.
+
+    ``queue`` must be over the same ``store``: the trigger rules read ``known_heads`` and
+    ``agent_comments`` inside the apply transaction, which only joins it on the same
+    store object and thread.
+    """
+
+    def __init__(
+        self, client: GitHubClient, store: Database, queue: ReviewQueue,
+        ctx: TriggerContext | Callable[[], TriggerContext], *,
+        memory: PullMemory | None = None,
+    ) -> None:
+        self._client = client
+        self._store = store
+        self._watermarks = Watermarks(store)
+        self._queue = queue
+        # A callable is read at each use: the daemon replaces the context once the App's
+        # slug is known, and the rules must see the new one at once.
+        self._ctx_source = ctx
+        self._memory = memory if memory is not None else PullMemory()
+        self._boundaries: dict[str, Boundary] = {}  # by watermark key
+        self._unfinished: set[str] = set()          # watermark keys of streams in flight
+
+    @property
+    def _ctx(self) -> TriggerContext:
+        source = self._ctx_source
+        return source if isinstance(source, TriggerContext) else source()
+
+    async def poll(self, repo: str, installation_id: int, now: datetime) -> RepositoryReport:
+        """Poll both streams of ``repo`` as ``installation_id``; ``now`` stamps new rows."""
+        report = RepositoryReport(repo=repo, installation_id=installation_id)
+        await self._pull_requests(repo, installation_id, now, report)
+        await self._comments(repo, installation_id, now, report)
+        return report
+
+    # -- store access, off the event loop ---------------------------------------------
+
+    async def _in_thread(self, func: Callable[..., T], *args: Any) -> T:
+        return await anyio.to_thread.run_sync(func, *args)
+
+    async def _watermark(self, key: str) -> datetime | None:
+        return await self._in_thread(self._watermarks.get, key)
+
+    async def _advance(self, key: str, at: datetime) -> datetime:
+        return await self._in_thread(self._watermarks.advance, key, at)
+
+    async def _boundary(self, key: str, seed: str, mark: datetime) -> Boundary | None:
+        """What this process knows was considered at ``mark``'s own second.
+
+        Nothing, after a restart. If a regular poll set the mark, every item at it was
+        decided and applied before the mark moved there, and applying a decision again is
+        an idempotent insert on its dedupe key: an empty boundary replays them at no cost
+        and finds any that arrived in that second after the poll. A cold start's mark
+        (``seed`` still records it) stays unknown: its items were never decided and
+        predate the install, so they keep counting as considered.
+        """
+        boundary = self._boundaries.get(key)
+        if boundary is not None:
+            return boundary
+        inherited = await self._watermark(seed)
+        if inherited is None or inherited >= mark:
+            # A cold start's mark, or one this agent inherited (adopted from the daemon
+            # before it, or written by a version that did not record seeds).
+            return None
+        return Boundary(mark)
+
+    async def _move_mark(self, key: str, seed: str, mark: datetime, new_mark: datetime
+                         ) -> datetime:
+        """Advance the mark; the first time a store without a seed row moves past the mark
+        it inherited, that mark is recorded as the seed (``_boundary``)."""
+        if new_mark <= mark:
+            return mark
+        if await self._watermark(seed) is None:
+            await self._advance(seed, mark)
+        return await self._advance(key, new_mark)
+
+    def _apply(
+        self, now: datetime, decide: Callable[[Transaction], list[Decision]],
+    ) -> Applied:
+        """Decide and apply inside one write transaction (runs in a worker thread)."""
+        applied = Applied()
+        with self._store.transaction() as conn:
+            decisions = [Decided(decision, now) for decision in decide(conn)]
+            for one in apply_decisions(conn, self._queue, decisions):
+                applied.add(one)
+        return applied
+
+    def _log_applied(self, repo: str, stream: str, applied: Applied) -> None:
+        for key in applied.enqueued:
+            log.info("poller enqueued", extra={"repo": repo, "stream": stream,
+                                               "dedupe_key": key})
+        for key in applied.cancelled:
+            log.info("poller cancelled a pending row of a closed pull request",
+                     extra={"repo": repo, "stream": stream, "dedupe_key": key})
+
+    # -- pull requests -----------------------------------------------------------------
+
+    async def _pull_requests(
+        self, repo: str, installation_id: int, now: datetime, report: RepositoryReport,
+    ) -> None:
+        key = watermark_key(PULL_REQUESTS, repo)
+        mark = await self._watermark(key)
+        forced = key in self._unfinished
+        self._unfinished.add(key)
+        endpoint = pulls_endpoint(repo)
+        seeding = mark is None
+        page = await fetch_page(self._client, installation_id, endpoint.path, endpoint.params,
+                                conditional=not forced, tally=report.tally, seeding=seeding)
+        if page.not_modified:
+            if mark is not None:  # no pull request was updated since the last listing
+                self._finish(key, report, PULL_REQUESTS, mark)
+                return
+            # Validators without a mark: an earlier seed fetched but never stored. The
+            # seed needs the items, so ask again without them.
+            page = await fetch_page(self._client, installation_id, endpoint.path,
+                                    endpoint.params, conditional=False, tally=report.tally,
+                                    seeding=True)
+        if mark is None:
+            await self._seed_pulls(repo, key, page, report)
+            return
+        sightings = await self._collect_pulls(repo, installation_id, page, mark, report.tally)
+        boundary = await self._boundary(key, seed_key(PULL_REQUESTS, repo), mark)
+        if sightings:
+            applied = await self._in_thread(
+                self._apply, now,
+                lambda conn: self._decide_pulls(conn, repo, sightings, mark, boundary))
+            # Committed: what was decided is now history, whatever happens to the mark.
+            for pr, _ in sightings:
+                self._memory.remember(repo, pr)
+            report.absorb(applied)
+            self._log_applied(repo, PULL_REQUESTS, applied)
+        new_mark = max([mark, *(pr.updated_at for pr, _ in sightings)])
+        at_mark = [pr.number for pr, _ in sightings if pr.updated_at == new_mark]
+        self._boundaries[key] = next_boundary(boundary, mark, new_mark, at_mark)
+        stored = await self._move_mark(key, seed_key(PULL_REQUESTS, repo), mark, new_mark)
+        self._finish(key, report, PULL_REQUESTS, stored)
+
+    def _parse_pull(self, repo: str, obj: object) -> PullRequest | None:
+        try:
+            return parse_listed_pull(obj)
+        except PayloadError as exc:
+            log.warning("skipping a malformed pull request in the listing",
+                        extra={"repo": repo, "error": str(exc)})
+            return None
+
+    async def _collect_pulls(
+        self, repo: str, installation_id: int, page: Page, mark: datetime, tally: Tally,
+    ) -> list[tuple[PullRequest, Mapping[str, Any]]]:
+        """Every pull request updated at or after ``mark``, paging newest first until
+        one older than the mark shows the rest are older too."""
+        sightings: list[tuple[PullRequest, Mapping[str, Any]]] = []
+        while True:
+            assert page.items is not None
+            older = False
+            for obj in page.items:
+                pr = self._parse_pull(repo, obj)
+                if pr is None:
+                    continue
+                if pr.updated_at < mark:
+                    older = True
+                    continue
+                sightings.append((pr, obj))
+            if older or page.next_url is None:
+                return sightings
+            page = await fetch_page(self._client, installation_id, page.next_url, None,
+                                    conditional=False, tally=tally)
+
+    async def _seed_pulls(
+        self, repo: str, key: str, page: Page, report: RepositoryReport,
+    ) -> None:
+        """Cold start: the mark goes to the newest pull request; nothing is enqueued."""
+        assert page.items is not None
+        states = [pr for pr in (self._parse_pull(repo, obj) for obj in page.items) if pr]
+        newest = max((pr.updated_at for pr in states), default=EPOCH)
+        for pr in states:
+            self._memory.remember(repo, pr)
+        self._set_seed_boundary(key, newest, [(pr.number, pr.updated_at) for pr in states],
+                                complete=_complete_at(page, [pr.updated_at for pr in states],
+                                                      newest))
+        await self._advance(seed_key(PULL_REQUESTS, repo), newest)  # before the mark itself
+        stored = await self._advance(key, newest)
+        report.seeded.append(PULL_REQUESTS)
+        log.info("seeded a watermark at the newest item; nothing enqueued",
+                 extra={"repo": repo, "stream": PULL_REQUESTS, "watermark": stored.isoformat(),
+                        "items_seen": len(states)})
+        self._finish(key, report, PULL_REQUESTS, stored)
+
+    def _pull_history(self, conn: Transaction, repo: str, number: int) -> PullHistory:
+        heads = frozenset(queue_table.known_heads(conn, repo, number))
+        last_enqueued = queue_table.last_opened_at(conn, repo, number)
+        closed_at = closures.closed_at(conn, repo, number)
+        reopened = closed_at is not None and (last_enqueued is None or closed_at > last_enqueued)
+        return PullHistory(known_heads=heads, reopened=reopened)
+
+    def _decide_pulls(
+        self, conn: Transaction, repo: str,
+        sightings: list[tuple[PullRequest, Mapping[str, Any]]], mark: datetime,
+        boundary: Boundary | None,
+    ) -> list[Decision]:
+        decisions: list[Decision] = []
+        for pr, obj in sightings:
+            previous = self._memory.get(repo, pr.number)
+            verdict = pull_action(pr, previous, self._pull_history(conn, repo, pr.number),
+                                  mark, boundary)
+            extra = {"repo": repo, "pr": pr.number, "why": verdict.why}
+            if verdict.action is PullAction.SKIP:
+                log.debug("poller: nothing to do for a pull request", extra=extra)
+                continue
+            try:
+                decision = classify_pull_request(obj, repo, self._ctx,
+                                                 pushed=verdict.action is PullAction.PUSH)
+            except PayloadError as exc:
+                log.warning("skipping a malformed pull request",
+                            extra={**extra, "error": str(exc)})
+                continue
+            if isinstance(decision, Ignore):
+                log.debug("poller ignored a pull request",
+                          extra={**extra, "reason": decision.reason})
+            decisions.append(decision)
+        return decisions
+
+    # -- comments ------------------------------------------------------------------------
+
+    async def _comments(
+        self, repo: str, installation_id: int, now: datetime, report: RepositoryReport,
+    ) -> None:
+        key = watermark_key(COMMENTS, repo)
+        mark = await self._watermark(key)
+        forced = key in self._unfinished
+        self._unfinished.add(key)
+        if mark is None:
+            # Seed, then poll from the seed at once: the same cycle stores the ETags the
+            # next one sends, and anything that arrived between the two requests is new.
+            mark = await self._seed_comments(repo, installation_id, key, report)
+        comments: list[CommentItem] = []
+        complete = True  # every endpoint answered in full (no 304)
+        for endpoint in comment_endpoints(repo, mark):
+            assert endpoint.source is not None
+            page = await fetch_page(self._client, installation_id, endpoint.path,
+                                    endpoint.params, conditional=not forced, tally=report.tally)
+            complete = complete and not page.not_modified
+            while page.items is not None:
+                comments.extend(self._parse_comments(repo, endpoint.source, page.items))
+                if page.next_url is None:
+                    break
+                page = await fetch_page(self._client, installation_id, page.next_url, None,
+                                        conditional=False, tally=report.tally)
+        boundary = await self._boundary(key, seed_key(COMMENTS, repo), mark)
+        sightings = [(c, comment_sighting(c.key, c.created_at, c.updated_at, mark, boundary))
+                     for c in comments]
+        actionable = [(c, s) for c, s in sightings if s is not CommentSighting.SKIP]
+        if actionable:
+            applied = await self._in_thread(
+                self._apply, now,
+                lambda conn: self._decide_comments(repo, actionable))
+            report.absorb(applied)
+            self._log_applied(repo, COMMENTS, applied)
+        new_mark = max([mark, *(c.updated_at for c in comments)])
+        # A 304 endpoint's items at an unmoved mark are unknown to a boundary built now,
+        # so only a complete listing (or one extending a known boundary) may replace it.
+        if new_mark > mark or complete or (boundary is not None and boundary.at == mark):
+            at_mark = [c.key for c in comments if c.updated_at == new_mark]
+            self._boundaries[key] = next_boundary(boundary, mark, new_mark, at_mark)
+        stored = await self._move_mark(key, seed_key(COMMENTS, repo), mark, new_mark)
+        self._finish(key, report, COMMENTS, stored)
+
+    def _parse_comments(
+        self, repo: str, source: CommentSource, items: list[Any],
+    ) -> list[CommentItem]:
+        parsed: list[CommentItem] = []
+        for obj in items:
+            try:
+                parsed.append(parse_comment(obj, source))
+            except PayloadError as exc:
+                log.warning("skipping a malformed comment in the listing",
+                            extra={"repo": repo, "source": source, "error": str(exc)})
+        return parsed
+
+    async def _seed_comments(
+        self, repo: str, installation_id: int, key: str, report: RepositoryReport,
+    ) -> datetime:
+        """Cold start: the mark goes to the newest comment of either kind."""
+        pages: list[tuple[Page, list[CommentItem]]] = []
+        for endpoint in comment_seed_endpoints(repo):
+            assert endpoint.source is not None
+            page = await fetch_page(self._client, installation_id, endpoint.path,
+                                    endpoint.params, conditional=False, tally=report.tally,
+                                    seeding=True)
+            assert page.items is not None
+            pages.append((page, self._parse_comments(repo, endpoint.source, page.items)))
+        comments = [c for _, parsed in pages for c in parsed]
+        newest = max((c.updated_at for c in comments), default=EPOCH)
+        complete = all(_complete_at(page, [c.updated_at for c in parsed], newest)
+                       for page, parsed in pages)
+        self._set_seed_boundary(key, newest, [(c.key, c.updated_at) for c in comments],
+                                complete=complete)
+        await self._advance(seed_key(COMMENTS, repo), newest)  # before the mark itself
+        stored = await self._advance(key, newest)
+        report.seeded.append(COMMENTS)
+        log.info("seeded a watermark at the newest item; nothing enqueued",
+                 extra={"repo": repo, "stream": COMMENTS, "watermark": stored.isoformat(),
+                        "items_seen": len(comments)})
+        return stored
+
+    def _decide_comments(
+        self, repo: str, actionable: Sequence[tuple[CommentItem, CommentSighting]],
+    ) -> list[Decision]:
+        decisions: list[Decision] = []
+        for comment, sighting in actionable:
+            extra = {"repo": repo, "comment_id": comment.comment_id, "source": comment.source}
+            try:
+                number = pull_request_number(comment.obj, comment.source)
+                decision = classify_comment(comment.obj, comment.source, repo, number, self._ctx,
+                                            edited=sighting is CommentSighting.EDITED)
+            except PayloadError as exc:
+                log.warning("skipping a malformed comment", extra={**extra, "error": str(exc)})
+                continue
+            if isinstance(decision, Ignore):
+                log.debug("poller ignored a comment", extra={**extra, "reason": decision.reason})
+            decisions.append(decision)
+        return decisions
+
+    # -- bookkeeping -----------------------------------------------------------------------
+
+    def _set_seed_boundary(
+        self, key: str, newest: datetime, items: Sequence[tuple[Hashable, datetime]], *,
+        complete: bool,
+    ) -> None:
+        """The boundary a seed leaves: what was at the newest instant, if the seed's one
+        page showed all of it; otherwise none (everything at the mark counts as seen)."""
+        if complete:
+            self._boundaries[key] = Boundary(
+                newest, frozenset(k for k, at in items if at == newest))
+        else:
+            self._boundaries.pop(key, None)
+
+    def _finish(self, key: str, report: RepositoryReport, stream: str, mark: datetime) -> None:
+        self._unfinished.discard(key)
+        report.watermarks[stream] = mark

@@ -1,0 +1,2 @@
+"""What an operator sees of a running service: health (``/healthz``), structured logs and
+Prometheus metrics."""

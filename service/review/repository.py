@@ -1,0 +1,53 @@
+"""What a job takes from the repository beside the diff: its own config, and the code
+each finding points at.
+
+The worker reads the repository's ``.github/pr-review-agent.yml`` afresh for every job
+(``RepositoryConfigs.fresh``): ``JobSettings.for_repository`` gives the job's settings
+(excluded paths added to the operator's, the guidelines file, the instructions, the
+language), and ``declined_by`` here says whether an automatic review is one the repository
+has turned off since the ingest decided on an older read (a mention is always answered).
+``fingerprinted`` gives each finding the engine returned its fingerprint, from the code it
+points at in the commit it is anchored on (``service.model.fingerprint``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from service.config.repository.keys import RepoSettings
+from service.engine.base import Finding
+from service.github.pulls import PullRequest
+from service.model.fingerprint import fingerprint, pointed_at
+from service.review.checkout import BareRepo
+
+__all__ = ["declined_by", "fingerprinted"]
+
+
+def declined_by(settings: RepoSettings, *, draft: bool, pushed: bool) -> str | None:
+    """The key of the repository's file that turns this automatic review off, as
+    ``auto_review: false``, or None. The operator's own switches were applied when the
+    trigger was taken; a draft is taken only where a file says ``drafts: true``."""
+    if settings.auto_review is False:
+        return "auto_review: false"
+    if pushed and settings.on_push is False:
+        return "on_push: false"
+    if draft and settings.drafts is not True:
+        # A draft is taken only where a file says `drafts: true` (or it became a draft
+        # after the trigger): the same rule the ingest applies.
+        return "drafts: false" if settings.drafts is False else "drafts (not set)"
+    return None
+
+
+async def fingerprinted(bare: BareRepo, pull: PullRequest, findings: tuple[Finding, ...]
+                        ) -> tuple[Finding, ...]:
+    """``findings`` with their fingerprints, from the commit each is anchored on (the
+    head for ``RIGHT``, the base for ``LEFT``), each file read once."""
+    files: dict[tuple[str, str], str] = {}
+    out = []
+    for f in findings:
+        sha = pull.head_sha if f.side == "RIGHT" else pull.base_sha
+        if (sha, f.path) not in files:
+            files[(sha, f.path)] = await bare.show(sha, f.path) or ""
+        code = pointed_at(files[(sha, f.path)], f.start_line or f.line, f.line)
+        out.append(replace(f, fingerprint=fingerprint(f.path, f.category, code)))
+    return tuple(out)

@@ -1,0 +1,55 @@
+"""End to end through the worker: a claimed mention is acknowledged, reviewed by the fake
+engine on a real git checkout, recorded, and published by ``GitHubPublisher`` as one
+review pinned to the head, with its anchored finding inline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from service.config.schema import PublishConfig
+from service.publish.github import GitHubPublisher
+from service.publish.retry import republish_pending
+from service.review.installations import Installations
+from service.review.job import JobRunner
+from tests.worker_helpers import REPO, build_sim, close_sim
+
+
+@pytest.mark.anyio
+async def test_a_mention_is_acknowledged_reviewed_and_published_once(tmp_path: Path) -> None:
+    sim = build_sim(tmp_path)
+    try:
+        publisher = GitHubPublisher(
+            store=sim.store, github=sim.github,
+            installations=Installations(sim.store, sim.github), clock=sim.world.clock.now,
+            config=PublishConfig, mention="@claude", bot_login=lambda: "pr-reviewer[bot]")
+        pr = sim.open_pr({"src/app.py": "changed 1\n" + "".join(
+            f"line {i}\n" for i in range(2, 21))})
+        key, comment_id = sim.enqueue_mention(pr)
+        runner = JobRunner(
+            store=sim.store, queue=sim.queue, governor=sim.governor, github=sim.github,
+            installations=Installations(sim.store, sim.github), checkouts=sim.checkouts,
+            engine=sim.engine, publisher=publisher, clock=sim.world.clock.now,
+            settings=sim.settings)
+
+        await runner(sim.claim())
+
+        reactions = sim.world.issue_comments[comment_id].reactions
+        assert [r.content for r in reactions] == ["eyes"]
+        (review,) = [r for r in sim.world.reviews.values() if r.pull_number == pr.number]
+        assert review.user.login == "pr-reviewer[bot]" and review.state == "COMMENTED"
+        assert review.commit_id == pr.head.head_sha
+        (inline,) = [c for c in sim.world.review_comments.values()
+                     if c.review_id == review.id]
+        assert (inline.path, inline.line) == ("src/app.py", 1)
+        assert "1,234 tokens (exact count)" in review.body and "`fake`" in review.body
+        row = sim.run_row(key)
+        assert row is not None
+        assert (row["publish_outcome"], row["comment_id"]) == ("published", review.id)
+        assert sim.status(key) == "done"
+        assert await republish_pending(sim.store, publisher, sim.now()) == 0
+        assert len([r for r in sim.world.reviews.values() if r.pull_number == pr.number]) == 1
+        assert sim.world.pull(REPO, pr.number).head.head_sha == review.commit_id
+    finally:
+        await close_sim(sim)
