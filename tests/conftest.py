@@ -4,11 +4,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from service.storage.database import Database
 from service.storage.sqlite import SqliteStore
 from tests.databases import BACKENDS, open_database
+from tests.kit.thorough import THOROUGH, examples
 from tests.simulator.openapi import checker
+
+# A property without its own ``max_examples`` tries Hypothesis's 100 under CI, a quarter on
+# a developer's machine (tests/kit/thorough.py); one with its own scales the same way.
+settings.register_profile("ci", max_examples=100)
+settings.register_profile("dev", max_examples=examples(100))
+settings.load_profile("ci" if THOROUGH else "dev")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -185,7 +185,7 @@ class WorkerPool:
 
     async def _claim(self, owner: str) -> Claim | None:
         def claim() -> Claim | None:
-            return self._queue.claim(now=self._clock(), owner=owner,
+            return self._queue.claim(now=self._clock, owner=owner,
                                      admit=self._governor.admit,
                                      lapsed=self._governor.close_lapsed)
         try:

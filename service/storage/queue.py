@@ -564,8 +564,8 @@ class ReviewQueue:
     # -- the claim ------------------------------------------------------------------------
 
     def claim(
-        self, *, now: datetime, owner: str, admit: AdmitHook | None = None,
-        lapsed: LapsedHook | None = None,
+        self, *, now: datetime | Callable[[], datetime], owner: str,
+        admit: AdmitHook | None = None, lapsed: LapsedHook | None = None,
     ) -> Claim | None:
         """Lease the oldest claimable row that ``admit`` accepts, or return None.
 
@@ -583,12 +583,18 @@ class ReviewQueue:
         request's named lock (``try_lock``), and only then is the pull request checked for
         a live lease again, so two claims never lease one pull request. ``admit`` and
         ``lapsed`` serialise what they read and write themselves (the budget's lock).
+
+        ``now`` may be the clock itself (what the workers pass): it is then read once the
+        transaction has begun, so a claim that waited for its connection or the write lock
+        (a busy file, a database restarting) is stamped when it is made — its reservation
+        is never dated before a budget policy it was admitted under.
         """
         if not owner:
             raise ValueError("owner must be a non-empty string")
-        until = now + self.lease
-        params = {"now": to_db_time(now), "max_attempts": self.max_attempts}
         with self._store.transaction(concurrent=True) as conn:
+            at = now() if callable(now) else now
+            until = at + self.lease
+            params = {"now": to_db_time(at), "max_attempts": self.max_attempts}
             abandoned = [key for (key,) in conn.execute(self._abandon_sql, params)]
             if abandoned:
                 log.warning("abandoned %d row(s) after %d attempts", len(abandoned),
@@ -598,7 +604,7 @@ class ReviewQueue:
                 log.warning("a worker's lease lapsed; the row is pending again",
                             extra={"dedupe_key": key, "attempt": attempts})
             if lapsed is not None and (abandoned or recovered):
-                lapsed(conn, [*abandoned, *(key for key, _ in recovered)], now)
+                lapsed(conn, [*abandoned, *(key for key, _ in recovered)], at)
             for row in self._candidates(conn, params):
                 if not self._take(conn, row, params):
                     continue
@@ -607,7 +613,7 @@ class ReviewQueue:
                                   lease=Lease(owner=owner, until=until,
                                               attempt=row.attempts + 1))
                 try:
-                    if admit is not None and not admit(conn, candidate, now):
+                    if admit is not None and not admit(conn, candidate, at):
                         continue
                 except NothingAdmissible:
                     return None

@@ -19,6 +19,7 @@ from service.storage.database import Database
 from service.storage.queue import Claim, ReviewQueue
 from service.storage.sqlite import SqliteStore
 from service.storage.times import to_db_time
+from tests.kit.thorough import examples
 from tests.queue_helpers import LEASE, T0, budget, mention, opened
 
 
@@ -77,7 +78,7 @@ ROWS = st.lists(st.tuples(
 ), max_size=30)
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(ledger=ROWS, offset=st.integers(-600, 600), rewrite=st.booleans())
 def test_costs_since_equals_the_plain_sum_for_any_ledger(
         ledger: list[tuple[int, int, int | None, float | None, int]], offset: int,

@@ -14,6 +14,7 @@ from service.storage.ledger import WINDOW_SQL, window_params
 from service.storage.queue import CLAIMABLE_SQL
 from service.storage.sqlite import SqliteStore
 from service.storage.times import to_db_time
+from tests.kit.thorough import examples
 from tests.queue_helpers import T0, budget
 
 PLAIN = ("SELECT COALESCE(SUM(COALESCE(used_tokens, reserved_tokens)), 0) FROM ledger"
@@ -27,7 +28,7 @@ rows = st.lists(st.tuples(
 ), max_size=40)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(ledger=rows, offset=st.integers(-600, 600), settle_some=st.booleans())
 def test_measure_equals_the_plain_sum_for_any_ledger(
         ledger: list[tuple[int, int, int | None, int]], offset: int, settle_some: bool) -> None:

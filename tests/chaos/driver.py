@@ -218,8 +218,10 @@ def _run(rig: ChaosRig, settings: ChaosSettings, rng: random.Random, seed: int,
                 rig.start_serve(config, wait=False, host=host)
 
     def raise_budget() -> datetime:
-        """With ``serve`` down: publish the big policy; every row reserved before the
-        returned instant was admitted under the tight one, every later one under it."""
+        """Publish the big policy (with the killed host down; on two hosts the other runs
+        on): every row reserved before the returned instant was admitted under the tight
+        one. That holds because a claim is stamped inside its transaction (the workers
+        pass ``ReviewQueue.claim`` the clock), never before a wait for its connection."""
         at = datetime.now(UTC)
         publish_policy(big)
         limits.append(Limits(at, settings.big_session_tokens, tight.weekly_tokens // 7,

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from service.config.redact import KEY_WINDOW, Redactor, redact_shapes
 from service.github.client import GitHubClient
+from tests.kit.thorough import examples
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +102,7 @@ def test_payloads_are_redacted_in_every_string(pem: str) -> None:
     assert clean["comments"][0]["path"] == "src/a.py" and clean["comments"][0]["line"] == 3
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=300))
 def test_redaction_never_grows_a_secret_and_is_idempotent(text: str) -> None:
     redactor = Redactor(secrets=["s3cr3t-value-xyz"])

@@ -22,6 +22,7 @@ from service.engine.findings import (
     review_schema,
     split_findings,
 )
+from tests.kit.thorough import examples
 
 
 def finding(**overrides: Any) -> dict[str, Any]:
@@ -198,7 +199,7 @@ lines_strategy = st.lists(st.sampled_from(["a", "b", "c", "d", "", "x = 1", "-- 
                           max_size=25)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(old=lines_strategy, new=lines_strategy)
 def test_every_changed_line_is_commentable(old: list[str], new: list[str]) -> None:
     """Property: for any diff difflib makes, each added line is in a RIGHT hunk set and

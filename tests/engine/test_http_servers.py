@@ -26,6 +26,7 @@ from service.engine.base import EngineRequest, EngineResult
 from service.engine.http_api import MAX_RESPONSE_BYTES, REQUESTS_PER_CALL
 from service.engine.openai_compatible import OpenAICompatibleEngine
 from service.engine.sizing import MIN_ANSWER_TOKENS
+from tests.kit.thorough import examples
 
 KEY = "sk-proxy-echoed-key-0123456789abcdef"
 ANTHROPIC_KEY = "sk-ant-api03-" + "k" * 40
@@ -154,7 +155,7 @@ def openai_server(answer_tokens: int, valid_after: int) -> Handler:
     return handle
 
 
-@settings(max_examples=60, deadline=None,
+@settings(max_examples=examples(60), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=st.integers(1, 4_000), cap=st.integers(2_000, 80_000),
        answer=st.integers(50, 90_000), valid_after=st.integers(0, 2),

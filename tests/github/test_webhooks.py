@@ -21,6 +21,7 @@ from service.github.webhooks import (
     sign,
     verify_signature,
 )
+from tests.kit.thorough import examples
 
 # GitHub's published test vector (docs: "Validating webhook deliveries").
 VECTOR_SECRET = "It's a Secret to Everybody"
@@ -48,7 +49,7 @@ def test_vector_with_a_different_secret_is_a_mismatch() -> None:
     assert err.value.reason == "mismatch"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     body=st.binary(min_size=1, max_size=512),
     secret=st.text(min_size=1, max_size=64),
@@ -63,7 +64,7 @@ def test_any_single_flipped_bit_in_the_body_fails(
     assert not verify_signature(_flip(body, bit), header, [secret])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(body=st.binary(max_size=256), secret=st.text(min_size=1, max_size=64), data=st.data())
 def test_any_single_flipped_bit_in_the_signature_fails(
     body: bytes, secret: str, data: st.DataObject
@@ -191,7 +192,7 @@ def test_an_integer_beyond_64_bits_is_no_integer_and_so_never_an_id() -> None:
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
                                                                 max_size=4),
     max_leaves=20))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_parse_body_reads_any_payload_as_the_standard_library_does(payload: object) -> None:
     body = json.dumps({"payload": payload}).encode()
     assert parse_body(body, "application/json") == json.loads(body)
@@ -220,7 +221,7 @@ def test_garbage_raises_payload_error(body: bytes, content_type: str) -> None:
         parse_body(body, content_type)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     body=st.binary(max_size=300),
     content_type=st.sampled_from(

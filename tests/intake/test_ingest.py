@@ -13,6 +13,7 @@ from service.storage.database import Database
 from service.storage.queue import ReviewQueue
 from service.storage.sqlite import SqliteStore
 from service.storage.times import to_db_time
+from tests.kit.thorough import examples
 from tests.queue_helpers import T0, apply_one, mention, opened
 
 
@@ -124,7 +125,7 @@ class Model:
         return Applied(enqueued=[key])
 
 
-@settings(max_examples=150, deadline=None,
+@settings(max_examples=examples(150), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(before=_DECISIONS, batch=_DECISIONS)
 def test_a_batch_of_decisions_does_what_they_would_one_at_a_time(

@@ -28,6 +28,7 @@ from service.publish.markers import (
 )
 from service.publish.run_content import Omitted
 from service.publish.safety import MAX_BODY, WORD_JOINER, clean, code, github_length, truncate
+from tests.kit.thorough import examples
 from tests.publisher_rig import ACCOUNT, ANCHORED, HEAD, KEY, PHRASE, UNANCHORED, publication
 from tests.simulator.harness import app_key_pair
 
@@ -96,7 +97,7 @@ def test_clean_hides_nothing_pings_nobody_and_cannot_trigger() -> None:
     assert find_mention(out, PHRASE) is None
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.text(max_size=300))
 def test_clean_never_leaves_the_phrase_or_an_invisible_character(text: str) -> None:
     out = clean(text, PHRASE)

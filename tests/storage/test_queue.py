@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import pytest
 
 from service.storage import queue as q
-from service.storage.database import Database
+from service.storage.database import Database, Transaction
 from service.storage.queue import Claim, ReviewQueue
 from service.storage.sqlite import SqliteStore
 from tests.queue_helpers import LEASE, T0, mention, opened
@@ -259,3 +261,38 @@ def test_a_reopened_pull_request_revives_its_cancelled_head(queue: ReviewQueue) 
     assert c is not None and queue.finish(c.dedupe_key, "w")
     assert queue.enqueue(opened(1), now=later) is False
     assert queue.get(c.dedupe_key).status == "done"  # type: ignore[union-attr]
+
+
+def test_a_claim_given_the_clock_reads_it_inside_its_transaction(
+        store: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workers pass the clock itself: a claim that waited for its connection or the
+    write lock is stamped when it is made, so its reservation is never dated before a
+    budget policy published while it waited (and was admitted under)."""
+    queue = ReviewQueue(store, lease=LEASE)
+    queue.enqueue(mention(1, 100), now=T0)
+    seen: list[str] = []
+    transaction = store.transaction
+
+    @contextlib.contextmanager
+    def watched(*, concurrent: bool = False) -> Iterator[Transaction]:
+        with transaction(concurrent=concurrent) as conn:
+            seen.append("begun")
+            yield conn
+
+    monkeypatch.setattr(store, "transaction", watched)
+
+    def clock() -> datetime:
+        seen.append("clock read")
+        return T0 + timedelta(seconds=30)
+
+    admitted_at: list[datetime] = []
+
+    def admit(conn: Transaction, claim: Claim, now: datetime) -> bool:
+        admitted_at.append(now)
+        return True
+
+    claim = queue.claim(now=clock, owner="w1", admit=admit)
+    assert claim is not None
+    assert seen == ["begun", "clock read"]
+    assert admitted_at == [T0 + timedelta(seconds=30)]
+    assert claim.lease.until == T0 + timedelta(seconds=30) + LEASE

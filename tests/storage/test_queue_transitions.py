@@ -20,6 +20,7 @@ from service.budget.windows import measure
 from service.config.schema import BudgetConfig
 from service.storage.queue import MAX_ATTEMPTS, Claim, ReviewQueue
 from service.storage.sqlite import SqliteStore
+from tests.kit.thorough import examples
 from tests.queue_helpers import T0, mention, opened
 
 CONFIG = BudgetConfig(enabled=True, session_tokens=30_000, weekly_tokens=420_000,
@@ -109,7 +110,7 @@ class QueueMachine(RuleBasedStateMachine):
 
 
 QueueMachine.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=40, deadline=None,
+    max_examples=examples(60), stateful_step_count=40, deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestQueueMachine = QueueMachine.TestCase

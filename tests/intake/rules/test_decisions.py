@@ -14,6 +14,7 @@ from service.config.schema import TriggersConfig
 from service.intake.rules.classify import classify_event
 from service.intake.rules.decisions import REASONS, Close, Enqueue, Ignore, TriggerContext
 from tests.kit.paths import CHECKOUT
+from tests.kit.thorough import examples
 from tests.payloads import (
     APP_ID,
     APP_SLUG,
@@ -129,7 +130,7 @@ _KEYS = st.sampled_from(["action", "issue", "comment", "pull_request", "reposito
 
 
 @given(_EVENTS, st.dictionaries(_KEYS, _JSON, max_size=6) | _JSON)
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 def test_classify_event_never_raises_on_arbitrary_json(event: str, payload: Any) -> None:
     assert isinstance(classify_event(event, payload, ctx()), Enqueue | Close | Ignore)
 
@@ -157,7 +158,7 @@ def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
 
 
 @given(st.data())
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 def test_classify_event_never_raises_on_mutated_payloads(data: st.DataObject) -> None:
     event, payload = data.draw(st.sampled_from(_valid_payloads()))
     payload = copy.deepcopy(payload)

@@ -17,6 +17,7 @@ from service.intake.rules.mention import (
     neutralise,
     validate_phrase,
 )
+from tests.kit.thorough import examples
 
 PHRASE = "@claude"
 
@@ -216,7 +217,7 @@ _TEXT = st.lists(_FRAGMENTS | st.text(max_size=4), max_size=40).map("".join)
 
 
 @given(_TEXT)
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), suppress_health_check=[HealthCheck.too_slow])
 def test_finder_never_raises(body: str) -> None:
     result = find_mention(body, PHRASE)
     assert result is None or result.command in ("review", "describe")
@@ -225,13 +226,13 @@ def test_finder_never_raises(body: str) -> None:
 
 
 @given(st.text())
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 def test_finder_never_raises_on_any_text(body: str) -> None:
     find_mention(body, PHRASE)
 
 
 @given(_TEXT)
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 def test_neutralised_text_never_mentions(text: str) -> None:
     out = neutralise(text, PHRASE)
     assert find_mention(out, PHRASE) is None
@@ -247,7 +248,7 @@ _PHRASES = st.text(
 
 
 @given(_PHRASES, st.data())
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 def test_neutralise_holds_for_any_phrase(phrase: str, data: st.DataObject) -> None:
     pieces = st.sampled_from([phrase, phrase.upper(), phrase.lower(), phrase[0], phrase[1:]])
     text = data.draw(st.lists(pieces | st.text(max_size=3), max_size=20).map("".join))

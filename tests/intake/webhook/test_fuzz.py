@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.github.webhooks import sign
+from tests.kit.thorough import examples
 from tests.payload_fuzz import ASCII, EVENTS, json_values, mutated, strings
 from tests.webhook_env import SECRET, Env, open_env
 
@@ -55,7 +56,7 @@ def env(portal: BlockingPortal, tmp_path_factory: pytest.TempPathFactory) -> Ite
         yield opened
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(delivery=deliveries(), delivery_id=st.uuids() | st.text(ASCII, min_size=1, max_size=40),
        extra=st.dictionaries(st.sampled_from(["X-GitHub-Hook-ID", "User-Agent",
                                               "X-GitHub-Hook-Installation-Target-ID"]),
