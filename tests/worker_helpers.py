@@ -21,13 +21,14 @@ from service.github.auth import AppJWT
 from service.github.client import GitHubClient
 from service.model.etags import ETagStore
 from service.model.jobs import Job
-from service.publish.ports import GitHubAck, RecordingPublisher
+from service.publish.acknowledge import GitHubAck
 from service.review.checkout import Checkouts, GitRunner
 from service.review.estimate import Estimator
 from service.review.installations import Installations
 from service.review.job import JobRunner, JobSettings
 from service.storage.queue import Claim, ReviewQueue
 from service.storage.sqlite import SqliteStore
+from tests.kit.publishers import RecordingPublisher
 from tests.simulator import GitRepo, SimulatorTransport, World, open_pull
 from tests.simulator.harness import app_key_pair
 from tests.simulator.models import PullRequest

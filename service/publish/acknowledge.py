@@ -21,6 +21,10 @@ process queued.
   failed here is left to the job, which tries once more.
 - ``publish.dry_run`` applies: the acknowledger is the publisher's ``ack``, which posts
   nothing in a dry run.
+
+``GitHubAck`` is the 👀 itself: the reaction on the mention's comment (``issue`` comments
+and ``review`` diff comments have different endpoints), or on the pull request for
+``pr_opened``.
 """
 
 from __future__ import annotations
@@ -28,12 +32,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Final
 
 import anyio
 
+from service.github.client import GitHubClient
+from service.github.names import validate_repo
 from service.publish.ports import Acknowledger, Publisher
 from service.publish.run import RecordedRun
 from service.runtime.nap import Nap
@@ -47,6 +53,39 @@ Clock = Callable[[], datetime]
 RECENT: Final = timedelta(minutes=10)
 INTERVAL: Final = 2.0
 REMEMBERED: Final = 10_000
+EYES: Final = "eyes"
+
+
+def reaction_path(claim: Claim) -> str:
+    """Where the 👀 for ``claim`` goes (REST path)."""
+    validate_repo(claim.repo)
+    base = f"/repos/{claim.repo}"
+    if claim.comment_id is None:
+        return f"{base}/issues/{claim.pr_number}/reactions"
+    if claim.comment_source == "review":
+        return f"{base}/pulls/comments/{claim.comment_id}/reactions"
+    if claim.comment_source == "issue":
+        return f"{base}/issues/comments/{claim.comment_id}/reactions"
+    raise ValueError(f"unknown comment_source {claim.comment_source!r}")
+
+
+class GitHubAck:
+    """The 👀 reaction, as the installation that covers the repository.
+
+    GitHub answers 200 instead of 201 when the App already reacted, and the request is
+    marked idempotent, so a retried attempt acknowledges again harmlessly.
+    """
+
+    def __init__(self, github: GitHubClient,
+                 installations: Callable[[str], Awaitable[int]]) -> None:
+        self._github = github
+        self._installations = installations
+
+    async def ack(self, claim: Claim) -> None:
+        installation = await self._installations(claim.repo)
+        # Urgent: ahead of the installation's reviews and check runs waiting to be written.
+        await self._github.post_json(installation, reaction_path(claim), {"content": EYES},
+                                     idempotent=True, urgent=True)
 
 
 class EarlyAck:

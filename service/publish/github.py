@@ -1,6 +1,6 @@
 """``GitHubPublisher``: the worker's ``Publisher``, speaking on GitHub as the App.
 
-``ack(claim)`` leaves the 👀 (``service.publish.ports.GitHubAck``). ``publish(run)`` posts a
+``ack(claim)`` leaves the 👀 (``service.publish.acknowledge.GitHubAck``). ``publish(run)`` posts a
 recorded run — always from its stored rows, so the first attempt and a retry after a crash
 or a restart post exactly the same thing. One attempt (``publish_key``):
 
@@ -52,13 +52,13 @@ from service.github.threads import GraphQLFailed, resolve_thread
 from service.github.urls import web_url_for
 from service.observe.metrics.instruments import Metrics
 from service.publish import compose, lookup, memory, records
+from service.publish.acknowledge import GitHubAck
 from service.publish.checks import text
 from service.publish.checks.marks import CheckMarks
 from service.publish.checks.outcome import concluded
 from service.publish.markers import OUTDATED, has_marker, run_marker, with_description_block
 from service.publish.memory import without_repeats
 from service.publish.notices import Notices
-from service.publish.ports import GitHubAck
 from service.publish.publication import Publication
 from service.publish.run import RecordedRun
 from service.publish.safety import MAX_BODY, github_length

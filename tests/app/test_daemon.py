@@ -31,6 +31,7 @@ from service.storage.sqlite import SqliteStore
 from tests import payloads as p
 from tests.databases import as_url, private_cluster, throwaway_database
 from tests.kit.paths import CHECKOUT
+from tests.kit.ports import free_port
 from tests.kit.waiting import alive, wait_for
 from tests.simulator import SimulatorTransport, WebhookSender
 from tests.simulator.harness import Harness
@@ -39,12 +40,6 @@ from tests.webhook_env import PREVIOUS_SECRET, SECRET, write_config
 ROOT = CHECKOUT
 
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def wait_for_auth_report(url: str, process: subprocess.Popen[bytes],

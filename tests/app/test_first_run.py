@@ -12,7 +12,6 @@ import json
 import logging
 import re
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -30,6 +29,7 @@ import yaml
 from service.cli.main import main
 from service.config.strict_yaml import load_config
 from tests.kit.paths import CHECKOUT
+from tests.kit.ports import free_port
 from tests.kit.waiting import CEILING, alive
 from tests.kit.waiting import wait_for as kit_wait
 from tests.simulator import WebhookSender
@@ -48,12 +48,6 @@ def _keep_logging() -> Iterator[None]:
     root.handlers[:] = handlers
     root.setLevel(level)
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def wait_for(pattern: str, log: Path, process: subprocess.Popen[bytes]) -> re.Match[str]:

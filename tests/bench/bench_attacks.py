@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.bench.bench_probot import free_port, hwm_mb, rss_mb, running, serve_config
+from tests.bench.bench_probot import hwm_mb, rss_mb, running, serve_config
+from tests.kit.ports import free_port
 
 HOST = "127.0.0.1"
 

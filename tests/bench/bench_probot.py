@@ -52,6 +52,8 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from tests.kit.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pr-review-agent" \
     / "bench-probot"
@@ -127,11 +129,6 @@ def real_payload(cache: Path, installation_id: int = 31) -> bytes:
     raise SystemExit("no pull_request.opened example in @octokit/webhooks-examples")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
-
 
 def wait_listening(port: int, process: subprocess.Popen[bytes], what: str) -> None:
     deadline = time.monotonic() + 30
@@ -178,7 +175,7 @@ def serve_config(tmp: Path, port: int, backend: str, store_url: str | None) -> P
     # closed loopback port answers at once.
     config = {
         "github": {"app_id": 1, "private_key_file": "app.pem", "webhook_secret_file": "webhook",
-                   "api_url": f"http://{HOST}:{free_port()}"},
+                   "api_url": f"http://{HOST}:{free_port(HOST)}"},
         "server": {"host": HOST, "port": port, "max_body_bytes": 26_214_400},
         "store": store, "triggers": {},
         "budget": {"session_tokens": 1_000_000, "weekly_tokens": 10_000_000,
@@ -287,7 +284,7 @@ def run_backend(backend: str, tmp: Path, script: Path, key: str,
                 args: argparse.Namespace) -> dict[str, object]:
     here = tmp / backend
     here.mkdir()
-    ports = {name: free_port() for name in SERVERS}
+    ports = {name: free_port(HOST) for name in SERVERS}
     with contextlib.ExitStack() as stack:
         url = None
         if backend == "postgres":
@@ -347,7 +344,7 @@ def run_growth(tmp: Path, script: Path, count: int,
     """Ingest on an empty store beside ingest at ``count`` earlier deliveries."""
     concurrency = args.concurrency[0]
     here = tmp / f"earlier-{count}"
-    ports = {"empty": free_port(), "full": free_port()}
+    ports = {"empty": free_port(HOST), "full": free_port(HOST)}
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
         for name, port in ports.items():

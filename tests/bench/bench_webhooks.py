@@ -53,6 +53,8 @@ from pathlib import Path
 
 from fastapi.responses import Response
 
+from tests.kit.ports import free_port
+
 SECRET = "bench-webhook-secret"
 APP_ID = 424242
 HOST = "127.0.0.1"
@@ -220,12 +222,6 @@ def wait_ready(port: int, child: subprocess.Popen[bytes]) -> None:
     raise RuntimeError("the server did not start listening")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        port: int = s.getsockname()[1]
-        return port
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -269,7 +265,7 @@ def run_setup(args: argparse.Namespace, backend: str, replicas: int
         if backend == "postgres":
             from tests.databases import as_url, throwaway_database
             url, _ = as_url(stack.enter_context(throwaway_database()))
-        ports = [free_port() for _ in range(replicas)]
+        ports = [free_port(HOST) for _ in range(replicas)]
         children = []
         try:
             for port in ports:

@@ -24,7 +24,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -41,6 +40,7 @@ from psycopg.rows import dict_row
 
 from service.storage.postgres import translate_placeholders
 from tests.fake_claude import engine_isolation
+from tests.kit.ports import free_port
 from tests.kit.waiting import alive, wait_for
 from tests.simulator import GitRepo
 from tests.simulator.harness import app_key_pair
@@ -89,12 +89,6 @@ class RigSettings:
     #: then keeps its defaults, so a random fit cannot refuse a run).
     lines_per_pull: int = 6
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def repo_name(index: int) -> str:

@@ -16,13 +16,13 @@ from tests.e2e.harness import (
     WEBHOOK_SECRET,
     ServeProcess,
     SimulatorProcess,
-    free_port,
     kill_leftover_engines,
     review_steps,
     write_config,
     write_seed,
 )
 from tests.fake_claude import Scenario
+from tests.kit.ports import free_port
 
 
 @dataclass

@@ -21,7 +21,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -67,13 +66,6 @@ CREDENTIAL_SHAPES = (re.compile(r"ghs_[A-Za-z0-9_.-]{8,}"), re.compile(r"eyJ[A-Z
 
 T = TypeVar("T")
 
-
-def free_port() -> int:
-    """A loopback port nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 # --- the fake claude -----------------------------------------------------------------

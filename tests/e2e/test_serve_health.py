@@ -51,7 +51,7 @@ def test_healthz_reports_token_mints_and_a_store_at_another_version(e2e: E2E) ->
 
 
 def test_port_replaces_the_configs_port(e2e: E2E) -> None:
-    from tests.e2e.harness import free_port
+    from tests.kit.ports import free_port
 
     other = free_port()
     assert other != e2e.port

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from service.publish.acknowledge import EarlyAck, SkipAcked
-from service.publish.ports import RecordingPublisher
 from service.storage.queue import Claim
 from tests.faults.rig import FaultRig
+from tests.kit.publishers import RecordingPublisher
 from tests.worker_helpers import build_sim, close_sim
 
 

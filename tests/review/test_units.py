@@ -16,7 +16,7 @@ import pytest
 from service.github.names import validate_branch, validate_repo
 from service.github.pulls import parse_pull
 from service.model.jobs import Job
-from service.publish.ports import reaction_path
+from service.publish.acknowledge import reaction_path
 from service.review.checkout import (
     Checkouts,
     GitError,
