@@ -248,6 +248,7 @@ _ONE_BACKEND = {
     "sqlite": "the SQLite backend itself (tests/storage/test_sqlite.py)",
     "database": "the protocol both backends implement (tested through each of them)",
     "times": "the time codec: text in, text out, no database",
+    "lifecycle": "the transition-table type: states and events, no database",
     "errors": "the error classes (is_contention and is_unavailable are tested on each "
               "backend in test_sqlite.py and test_postgres.py)",
 }

@@ -26,6 +26,7 @@ from typing import Final
 
 from service.storage.database import Transaction
 from service.storage.ledger import CHARGED_SQL
+from service.storage.lifecycle import Lifecycle
 from service.storage.queue import ABANDONED, CANCELLED, CLAIMED, PENDING, SUPERSEDED
 from service.storage.times import from_db_time, to_db_time
 
@@ -61,12 +62,15 @@ IN_PROGRESS: Final = "in_progress"
 COMPLETED: Final = "completed"
 STATUSES: Final = (QUEUED, IN_PROGRESS, COMPLETED)
 
-#: (from-status, to-status) pairs a row may take; a new row may start in any status.
-TRANSITIONS: Final = frozenset({
-    (QUEUED, QUEUED), (QUEUED, IN_PROGRESS), (QUEUED, COMPLETED),
-    (IN_PROGRESS, QUEUED), (IN_PROGRESS, IN_PROGRESS), (IN_PROGRESS, COMPLETED),
-    (COMPLETED, COMPLETED),
+#: A row is shown a status (the event is named for the status it shows); a new row may
+#: start in any status, and a completed one stays completed.
+LIFECYCLE: Final = Lifecycle("checks", STATUSES, {
+    (QUEUED, QUEUED): QUEUED, (QUEUED, IN_PROGRESS): QUEUED,
+    (IN_PROGRESS, QUEUED): IN_PROGRESS, (IN_PROGRESS, IN_PROGRESS): IN_PROGRESS,
+    (COMPLETED, QUEUED): COMPLETED, (COMPLETED, IN_PROGRESS): COMPLETED,
+    (COMPLETED, COMPLETED): COMPLETED,
 })
+TRANSITIONS: Final = LIFECYCLE.transitions
 _OPEN: Final = "('" + "', '".join(s for s in STATUSES if s != COMPLETED) + "')"
 
 
@@ -197,10 +201,6 @@ def _params(state: CheckState, now: datetime) -> dict[str, object]:
             "summary": state.summary, "url": state.details_url, "now": to_db_time(now)}
 
 
-def _sources(to: str) -> str:
-    return "(" + ", ".join(f"'{a}'" for a, b in sorted(TRANSITIONS) if b == to) + ")"
-
-
 def show(tx: Transaction, target: Target, state: CheckState, now: datetime) -> bool:
     """Make ``target``'s check run show ``state``; True when that changed what it should
     show (a new row, or a new state its status may take). A completed row never goes back
@@ -211,7 +211,7 @@ def show(tx: Transaction, target: Target, state: CheckState, now: datetime) -> b
         return True
     return tx.execute(
         _SET + f" WHERE dedupe_key = :key AND head_sha = :head"
-               f" AND status IN {_sources(state.status)}" + _CHANGED, params).rowcount > 0
+               f" AND status IN {LIFECYCLE.sql_in(state.status)}" + _CHANGED, params).rowcount > 0
 
 
 def show_if_new(tx: Transaction, target: Target, state: CheckState, now: datetime) -> bool:
@@ -233,7 +233,7 @@ def show_open(tx: Transaction, dedupe_key: str, state: CheckState, now: datetime
         where += " AND status = :only"
     if except_head is not None:
         where += " AND head_sha != :head"
-    return tx.execute(_SET + where + f" AND status IN {_sources(state.status)}" + _CHANGED,
+    return tx.execute(_SET + where + f" AND status IN {LIFECYCLE.sql_in(state.status)}" + _CHANGED,
                       params).rowcount
 
 

@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from service.storage.database import Transaction
+from service.storage.lifecycle import Lifecycle
 from service.storage.times import from_db_time, to_db_time
 
 __all__ = [
@@ -69,10 +70,12 @@ STATES: Final = (OPEN, SETTLED, LOST)
 #: (event, from-state) -> to-state. ``settle`` is the worker recording what its run
 #: cost; ``lose`` closes a reservation nobody can settle any more (its lease lapsed, or
 #: the next attempt of the same trigger is about to reserve) at the full charge.
-TRANSITIONS: Final[dict[tuple[str, str], str]] = {
+LIFECYCLE: Final = Lifecycle("ledger", STATES, {
     ("settle", OPEN): SETTLED,
     ("lose", OPEN): LOST,
-}
+})
+TRANSITIONS: Final = LIFECYCLE.transitions
+target: Final = LIFECYCLE.target
 
 # The state as the columns hold it: open until settled_at is stamped; lost is a closed
 # row whose stop_reason says so.
@@ -83,15 +86,9 @@ _STATE_SQL: Final = {
 }
 
 
-def target(event: str) -> str:
-    """The state ``event`` leads to."""
-    (to,) = {to for (ev, _), to in TRANSITIONS.items() if ev == event}
-    return to
-
-
 def _from(event: str) -> str:
     """The ``WHERE`` fragment: the row is in a state ``event`` may leave."""
-    return " OR ".join(_STATE_SQL[s] for s in STATES if (event, s) in TRANSITIONS)
+    return " OR ".join(_STATE_SQL[s] for s in LIFECYCLE.sources(event))
 
 
 _LOSE = f"""

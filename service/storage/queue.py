@@ -22,6 +22,7 @@ from typing import Final, cast
 
 from service.model.jobs import Command, CommentSource, Job, Kind
 from service.storage.database import Database, Transaction
+from service.storage.lifecycle import Lifecycle
 from service.storage.times import from_db_time, to_db_time
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ OPERATOR_EVENTS: Final = frozenset({"retry"})
 #: which builds the same dedupe key): without it that head could never be reviewed.
 #: ``retry`` is an operator's: an abandoned or cancelled row offered again with every
 #: attempt (the budget still decides when it runs).
-TRANSITIONS: Final[dict[tuple[str, str], str]] = {
+LIFECYCLE: Final = Lifecycle("queue", STATUSES, {
     ("claim", PENDING): CLAIMED,
     ("claim", CLAIMED): CLAIMED,
     ("finish", CLAIMED): DONE,
@@ -71,24 +72,11 @@ TRANSITIONS: Final[dict[tuple[str, str], str]] = {
     ("revive", CANCELLED): PENDING,
     ("retry", ABANDONED): PENDING,
     ("retry", CANCELLED): PENDING,
-}
-
-
-def sources(event: str) -> tuple[str, ...]:
-    """The statuses ``event`` may leave, in a stable order."""
-    return tuple(s for s in STATUSES if (event, s) in TRANSITIONS)
-
-
-def target(event: str) -> str:
-    """The status ``event`` leads to (every event here has exactly one)."""
-    targets = {to for (ev, _), to in TRANSITIONS.items() if ev == event}
-    if len(targets) != 1:
-        raise KeyError(f"no single target for event {event!r}")
-    return targets.pop()
-
-
-def _in(event: str) -> str:
-    return "(" + ", ".join(f"'{s}'" for s in sources(event)) + ")"
+})
+TRANSITIONS: Final = LIFECYCLE.transitions
+sources: Final = LIFECYCLE.sources
+target: Final = LIFECYCLE.target
+_in: Final = LIFECYCLE.sql_in
 
 
 # --- SQL, derived from the table above -----------------------------------------------

@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from service.storage.database import Transaction
+from service.storage.lifecycle import Lifecycle
 from service.storage.times import to_db_time
 
 __all__ = [
@@ -80,7 +81,7 @@ _UNDECIDED: Final = (RECORDED, LEASED, FAILED)
 #: ``release`` (to be retried). A conclusion or a failure stamp may also be written for a
 #: run whose lease lapsed (the attempt finished late) or that failed before: the first
 #: outcome written stands.
-TRANSITIONS: Final[dict[tuple[str, str], str]] = {
+LIFECYCLE: Final = Lifecycle("runs", STATES, {
     ("lease", RECORDED): LEASED,
     ("renew", LEASED): LEASED,
     ("release", LEASED): RECORDED,
@@ -92,14 +93,16 @@ TRANSITIONS: Final[dict[tuple[str, str], str]] = {
     # was fixed) or recorded in a dry run, offered to the publisher again.
     ("republish", FAILED): RECORDED,
     ("republish", DRY_RUN): RECORDED,
-}
+})
+TRANSITIONS: Final = LIFECYCLE.transitions
 #: Events only an operator performs: the one way back from a conclusion (a dry run's).
 OPERATOR_EVENTS: Final = frozenset({"republish"})
 
 HELD: Final = "held"
 PURGED: Final = "purged"
 #: The content's own lifecycle: held until the retention sweep purges it.
-CONTENT_TRANSITIONS: Final[dict[tuple[str, str], str]] = {("purge", HELD): PURGED}
+CONTENT: Final = Lifecycle("runs content", (HELD, PURGED), {("purge", HELD): PURGED})
+CONTENT_TRANSITIONS: Final = CONTENT.transitions
 
 # Each state as the columns hold it (``:now`` tells a live lease from a lapsed one).
 _STATE_SQL: Final = {
@@ -116,7 +119,7 @@ _CONTENT_SQL: Final = {HELD: "content_purged_at IS NULL",
 
 def _from(event: str) -> str:
     """The ``WHERE`` fragment: the row is in a state ``event`` may leave."""
-    sources = [s for s in STATES if (event, s) in TRANSITIONS]
+    sources = LIFECYCLE.sources(event)
     if set(sources) == {RECORDED, LEASED, FAILED}:
         return "publish_outcome IS NULL"  # the three undecided states, said plainly
     if set(sources) == {RECORDED, LEASED}:
