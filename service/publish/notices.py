@@ -274,13 +274,7 @@ class Notices:
 
     async def _read(self, query: Callable[..., list[Candidate]], *args: Any
                     ) -> list[Candidate]:
-        def work() -> list[Candidate]:
-            with self._store.read() as tx:
-                return query(tx, *args)
-        return await self._store.run(work)
+        return await self._store.read_async(query, *args)
 
     async def _write(self, change: Callable[..., bool], *args: Any) -> bool:
-        def work() -> bool:
-            with self._store.transaction() as tx:
-                return change(tx, *args)
-        return await self._store.run(work)
+        return await self._store.write_async(change, *args)

@@ -28,7 +28,6 @@ from service.config.schema import PublishConfig
 from service.github.client import GitHubClient
 from service.github.errors import Forbidden, GitHubError, NotFound, Unprocessable
 from service.publish import lookup
-from service.publish.checks.push import read, write
 from service.publish.summary_text import SUMMARY_MARKER, render
 from service.storage import summaries
 from service.storage.database import Database
@@ -170,7 +169,7 @@ class Summaries:
     # -- the store ----------------------------------------------------------------------------
 
     async def _db(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await write(self._store, fn, *args)
+        return await self._store.write_async(fn, *args, shield=True)
 
     async def _read(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await read(self._store, fn, *args)
+        return await self._store.read_async(fn, *args)

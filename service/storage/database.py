@@ -20,8 +20,10 @@ and ``PostgresStore`` (``postgres.py``) the one for several hosts:
   begun at once or not at all, used on one thread, committed from any (the file only; a
   server's every statement is a round trip, so there it is never begun).
 - ``run`` runs a blocking block on a worker thread, so async code never waits on the
-  database on the event loop; ``change_marker`` says whether anything was written since
-  a value was read, so that a read can be reused while it is still true.
+  database on the event loop, and ``read_async``/``write_async`` are the one way async
+  code calls a table module (``OffLoop``, which both stores inherit); ``change_marker``
+  says whether anything was written since a value was read, so that a read can be reused
+  while it is still true.
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["Database", "Leadership", "OpenTransaction", "Rows", "Transaction"]
+import anyio
+
+__all__ = ["Database", "Leadership", "OffLoop", "OpenTransaction", "Rows", "Transaction"]
 
 T = TypeVar("T")
 
@@ -133,6 +137,16 @@ class Database(Protocol):
         """``func(*args)`` on a worker thread; the event loop is not held meanwhile."""
         ...
 
+    async def read_async(self, fn: Callable[..., T], /, *args: Any) -> T:
+        """``fn(tx, *args)`` in one ``read()``, on a worker thread."""
+        ...
+
+    async def write_async(self, fn: Callable[..., T], /, *args: Any,
+                          shield: bool = False) -> T:
+        """``fn(tx, *args)`` in one ``transaction()``, on a worker thread; with ``shield``
+        it finishes even when the caller is cancelled meanwhile."""
+        ...
+
     def leadership(self, role: str) -> Leadership:
         """The election for ``role`` (``"poller"``): who plays it among the processes and
         hosts that share this database."""
@@ -157,3 +171,27 @@ class Database(Protocol):
     def close(self) -> None:
         """Release every connection. Idempotent."""
         ...
+
+
+class OffLoop:
+    """The off-loop calls, written once for every store: ``read_async`` and
+    ``write_async`` over the store's own ``read``, ``transaction`` and ``run``."""
+
+    async def read_async(self: Database, fn: Callable[..., T], /, *args: Any) -> T:
+        """``fn(tx, *args)`` in one ``read()``, on a worker thread."""
+        def work() -> T:
+            with self.read() as tx:
+                return fn(tx, *args)
+        return await self.run(work)
+
+    async def write_async(self: Database, fn: Callable[..., T], /, *args: Any,
+                          shield: bool = False) -> T:
+        """``fn(tx, *args)`` in one ``transaction()``, on a worker thread; with ``shield``
+        finished even when the caller is cancelled meanwhile (a lease taken is then always
+        recorded or handed back)."""
+        def work() -> T:
+            with self.transaction() as tx:
+                return fn(tx, *args)
+        with anyio.CancelScope(shield=shield):
+            done = await self.run(work)
+        return done  # noqa: RET504 - a cancel scope may swallow; mypy wants the return here

@@ -43,6 +43,7 @@ import anyio.to_thread
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from service.storage.database import OffLoop
 from service.storage.errors import MigrationError, NestedTransactionError, StoreClosedError
 from service.storage.pg_schema import PG_MIGRATIONS
 
@@ -224,7 +225,7 @@ class _Leadership:
                 conn.close()
 
 
-class PostgresStore:
+class PostgresStore(OffLoop):
     """The durable store on a PostgreSQL database: ``PostgresStore(url)`` connects and
     migrates it. ``password`` (from ``store.password_file``) is passed to the driver, never
     put in the URL; libpq's own ``PG*`` environment applies as usual."""

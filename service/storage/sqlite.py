@@ -19,7 +19,7 @@ from typing import Any, Final, TypeVar, cast
 
 import anyio.to_thread
 
-from service.storage.database import Transaction
+from service.storage.database import OffLoop, Transaction
 from service.storage.errors import NestedTransactionError, StoreClosedError, is_contention
 from service.storage.migrate import migrate, rollback_if_open, user_version
 from service.storage.migrations import MIGRATIONS
@@ -105,7 +105,7 @@ class _OneHost:
         pass
 
 
-class SqliteStore:
+class SqliteStore(OffLoop):
     """The durable store. ``SqliteStore(path)`` opens or creates the file and migrates it.
 
     Each thread gets its own connection (SQLite connections must not be shared across

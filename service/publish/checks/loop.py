@@ -36,7 +36,7 @@ from service.github.pulls import read_pull
 from service.observe.health import Health
 from service.publish.checks import text
 from service.publish.checks.marks import CheckMarks
-from service.publish.checks.push import STALE, Pusher, read
+from service.publish.checks.push import STALE, Pusher
 from service.runtime.nap import Nap
 from service.storage import checks
 from service.storage.checks import CheckState, Ended, Untracked, Waiting
@@ -126,7 +126,7 @@ class CheckRuns:
     # -- 1. open ---------------------------------------------------------------------------
 
     async def _open(self, now: datetime) -> None:
-        new = await read(self._store, checks.untracked, now - STALE, BATCH)
+        new = await self._store.read_async(checks.untracked, now - STALE, BATCH)
         self._unread = {k: t for k, t in self._unread.items() if now - t < HEAD_RETRY}
         opened: list[tuple[Untracked, str]] = []
         for row in new:
@@ -173,7 +173,7 @@ class CheckRuns:
     # -- 2. the waits ----------------------------------------------------------------------
 
     async def _word_waits(self, now: datetime) -> None:
-        rows = await read(self._store, self._waiting_claims, BATCH)
+        rows = await self._store.read_async(self._waiting_claims, BATCH)
         # The budget's answer is the costly part: asked again when what waits changed, and
         # every few passes for what the clock alone changes (a window freeing up).
         seen = tuple((w.dedupe_key, w.attempts, w.not_before, w.last_stop_reason)
@@ -231,7 +231,7 @@ class CheckRuns:
     # -- 3. endings without a job ----------------------------------------------------------
 
     async def _end_quiet(self, now: datetime) -> None:
-        ended = await read(self._store, checks.ended_elsewhere, BATCH)
+        ended = await self._store.read_async(checks.ended_elsewhere, BATCH)
         if not ended:
             return
 

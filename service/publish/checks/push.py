@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Final
 
 import anyio
 import httpx
@@ -34,7 +34,7 @@ from service.storage import checks
 from service.storage.checks import CheckRow, CheckState, Target
 from service.storage.database import Database
 
-__all__ = ["FORBIDDEN_RETRY", "PUSH_LEASE", "STALE", "Pusher", "read", "write"]
+__all__ = ["FORBIDDEN_RETRY", "PUSH_LEASE", "STALE", "Pusher"]
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class Pusher:
         """Push what is owed; how many check runs GitHub was told of. Repositories go side
         by side (each installation's writes are paced apart by the client, so one busy
         installation must not hold up the others); one repository's rows go in turn."""
-        rows = await read(self._store, lambda tx: checks.owed(tx, since=now - STALE, now=now,
+        rows = await self._store.read_async(lambda tx: checks.owed(tx, since=now - STALE, now=now,
                                                              limit=BATCH))
         by_repo: dict[str, list[CheckRow]] = {}
         for row in rows:
@@ -91,7 +91,7 @@ class Pusher:
             except Exception:
                 log.exception("check run not pushed; the next pass tries again",
                               extra=self._extra(row))
-                await write(self._store, checks.release, row.target)
+                await self._store.write_async(checks.release, row.target, shield=True)
 
     async def _push_one(self, row: CheckRow, now: datetime) -> int:
         target, extra = row.target, self._extra(row)
@@ -103,18 +103,18 @@ class Pusher:
         refused_at = self._forbidden.get(installation)
         if refused_at is not None and now - refused_at < FORBIDDEN_RETRY:
             return 0
-        leased: CheckRow | None = await write(self._store, checks.lease, target, now,
-                                                    now + PUSH_LEASE)
+        leased: CheckRow | None = await self._store.write_async(
+            checks.lease, target, now, now + PUSH_LEASE, shield=True)
         if leased is None:
             return 0  # another process is pushing it
         if leased.version <= leased.shown_version:  # it pushed this very state meanwhile
-            await write(self._store, checks.release, target)
+            await self._store.write_async(checks.release, target, shield=True)
             return 0
         row = leased
         try:
             run_id = await self._holding(target, self._send(installation, row, now))
         except Forbidden as exc:
-            await write(self._store, checks.release, target)
+            await self._store.write_async(checks.release, target, shield=True)
             self._refused(installation, now, exc, extra)
             return 0
         except (NotFound, Unprocessable) as exc:
@@ -122,14 +122,14 @@ class Pusher:
             # values. This version is given up on; a later change is pushed afresh.
             log.error("GitHub refused the check run (%s); this state is not retried", exc,
                       extra=extra)
-            await write(self._store, checks.pushed, target, row.version, None)
+            await self._store.write_async(checks.pushed, target, row.version, None, shield=True)
             return 0
         except (GitHubError, httpx.HTTPError) as exc:
-            await write(self._store, checks.release, target)
+            await self._store.write_async(checks.release, target, shield=True)
             log.warning("check run not pushed for now (%s); the next pass tries again", exc,
                         extra=extra)
             raise _Later from exc
-        await write(self._store, checks.pushed, target, row.version, run_id)
+        await self._store.write_async(checks.pushed, target, row.version, run_id, shield=True)
         if installation in self._forbidden:
             del self._forbidden[installation]
             if self._health is not None:
@@ -146,7 +146,7 @@ class Pusher:
             while True:
                 await anyio.sleep(PUSH_LEASE.total_seconds() / 3)
                 until = self._clock() + PUSH_LEASE
-                await write(self._store, checks.renew, target, until)
+                await self._store.write_async(checks.renew, target, until, shield=True)
 
         _, run_id = await alongside(send, renew)
         assert run_id is not None  # nothing cancels the send's scope
@@ -163,7 +163,7 @@ class Pusher:
                 installation, f"/repos/{target.repo}/check-runs/{run_id}",
                 self._payload(state, now))
             return run_id
-        await write(self._store, checks.creating, target, now)
+        await self._store.write_async(checks.creating, target, now, shield=True)
         data = await self._github.post_json(
             installation, f"/repos/{target.repo}/check-runs", {
                 "name": target.name, "head_sha": target.head_sha,
@@ -215,21 +215,3 @@ class Pusher:
         t = row.target
         return {"dedupe_key": t.dedupe_key, "repo": t.repo, "pr": t.pr_number,
                 "head": t.head_sha}
-
-
-async def read(store: Database, fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(tx, *args)`` in one read, on a worker thread."""
-    def work() -> Any:
-        with store.read() as tx:
-            return fn(tx, *args)
-    return await store.run(work)
-
-
-async def write(store: Database, fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(tx, *args)`` in one write transaction, on a worker thread; finished even when
-    the caller is cancelled meanwhile (a lease taken is always recorded or handed back)."""
-    def work() -> Any:
-        with store.transaction() as tx:
-            return fn(tx, *args)
-    with anyio.CancelScope(shield=True):
-        return await store.run(work)
