@@ -28,9 +28,10 @@ from service.intake.poller.loop import CycleReport, Poller
 from service.intake.rules.decisions import TriggerContext
 from service.storage.agent_comments import AgentComments
 from service.storage.etags import StoredETags
-from service.storage.queue import QueueRow, ReviewQueue
+from service.storage.queue import QueueRow
 from service.storage.sqlite import SqliteStore
 from service.storage.watermarks import Watermarks
+from tests.kit.queue import QueueDriver
 from tests.simulator import SimClock, SimulatorTransport, World
 from tests.simulator.harness import APP_ID, SAMPLE_DIFF, app_key_pair
 from tests.simulator.models import Installation, IssueComment, PullRequest
@@ -66,7 +67,7 @@ class PollerRig:
     world: World
     installation: Installation
     store: SqliteStore
-    queue: ReviewQueue
+    queue: QueueDriver
     ctx: TriggerContext
     sleep: SleepRecorder
     private_pem: str
@@ -97,7 +98,7 @@ class PollerRig:
         world.add_user("bob", association="MEMBER")
         world.add_user("eve", association="NONE")
         store = store if store is not None else SqliteStore(tmp_path / "state.db")
-        queue = ReviewQueue(store)
+        queue = QueueDriver(store)
         ctx = TriggerContext(config=triggers or TriggersConfig(), app_id=APP_ID,
                              app_slug=SLUG, agent_comments=AgentComments(store),
                              decline_phrases=ReviewConfig.decline_phrases)
@@ -122,7 +123,7 @@ class PollerRig:
             sleep=client_sleep)
 
     def new_poller(self, **options: Any) -> Poller:
-        return Poller(client=self.client, store=self.store, queue=self.queue, ctx=self.ctx,
+        return Poller(client=self.client, store=self.store, ctx=self.ctx,
                       clock=self.world.clock.now, interval=self.interval,
                       repositories=self.allowlist, sleep=self.sleep,
                       on_cycle=lambda ok, at: self.cycles.append((ok, at)),

@@ -4,7 +4,7 @@ fixture the publisher, notice and retention tests share.
 ``Rig.create(tmp_path)`` builds the simulator's ``World`` (clock frozen at ``T0``, one App,
 one installation on ``acme/widgets``, people who may ask), a real ``GitHubClient`` reaching
 it through ``SimulatorTransport`` with a sleep that advances the simulated clock and
-records each wait, and a real ``SqliteStore``, ``ReviewQueue`` and ``Governor``. Runs are
+records each wait, and a real ``SqliteStore``, ``QueueDriver`` and ``Governor``. Runs are
 recorded the way the worker records them: claimed through the governor, then settled,
 recorded and finished in one transaction. No git: pull requests are seeded with diffs.
 
@@ -37,10 +37,12 @@ from service.publish.github import GitHubPublisher
 from service.publish.publication import Publication, RunAccount
 from service.publish.run import RecordedRun, record_run
 from service.publish.run_content import Omitted
+from service.storage import queue_lease
 from service.storage.database import Database
-from service.storage.queue import Claim, ReviewQueue
+from service.storage.queue import Claim
 from service.storage.sqlite import SqliteStore
 from tests.databases import BACKENDS, open_database
+from tests.kit.queue import QueueDriver
 from tests.simulator import SimClock, SimulatorTransport, World
 from tests.simulator.harness import SAMPLE_DIFF, app_key_pair
 from tests.simulator.models import (
@@ -99,7 +101,7 @@ class Rig:
     world: World
     github: GitHubClient
     store: Database
-    queue: ReviewQueue
+    queue: QueueDriver
     governor: Governor
     installation_id: int
     config: PublishConfig = field(default_factory=PublishConfig)
@@ -127,7 +129,7 @@ class Rig:
                               clock=world.clock.now, transport=SimulatorTransport(world),
                               sleep=virtual_sleep)
         store = store if store is not None else SqliteStore(tmp_path / "state.db")
-        return cls(world=world, github=github, store=store, queue=ReviewQueue(store),
+        return cls(world=world, github=github, store=store, queue=QueueDriver(store),
                    governor=Governor(store, budget_config or budget(), clock=world.clock.now),
                    installation_id=installation.id, sleeps=sleeps)
 
@@ -225,7 +227,8 @@ class Rig:
                  omitted: Sequence[Omitted] = (), head: str = HEAD,
                  usage: Usage | None = None, reviewed_since: str | None = None) -> RecordedRun:
         """Record the run of an earlier ``claim`` now (settle + record + finish)."""
-        if assessment is None and description is None and claim.command == "review" and findings:
+        if (assessment is None and description is None and claim.job.command == "review"
+                and findings):
             assessment = Assessment("Mostly fine.", "medium")
         run = RecordedRun(
             claim=claim, head_sha=head, base_sha=BASE, reviewed_since=reviewed_since,
@@ -236,15 +239,15 @@ class Rig:
                                  model="claude-test-1"),
             recorded_at=self.now())
         marks = CheckMarks(lambda: self.checks)
-        target = marks.target(claim.dedupe_key, claim.command, REPO, claim.pr_number, head)
+        target = marks.target(claim.dedupe_key, claim.job.command, REPO, claim.job.pr_number, head)
         with self.store.transaction() as conn:  # the job starts: its check run in progress
-            marks.start(conn, target, claim.attempts, self.now())
+            marks.start(conn, target, claim.lease.attempt, self.now())
         with self.store.transaction() as conn:
             assert self.governor.settle(claim, run.usage, now=self.now(), stop_reason=stop_reason,
                                         reviewed_lines=10, reviewed_since=reviewed_since,
                                         conn=conn)
             record_run(conn, run)
-            assert self.queue.finish_in(conn, claim.dedupe_key, claim.owner)
+            assert queue_lease.finish(conn, claim.dedupe_key, claim.lease.owner)
         return run
 
     def settle_refused(self, job: Job) -> Claim:
@@ -253,7 +256,7 @@ class Rig:
         with self.store.transaction() as conn:
             assert self.governor.settle(claim, Usage(0, "exact", None, None), now=self.now(),
                                         stop_reason="refused", conn=conn)
-            assert self.queue.finish_in(conn, claim.dedupe_key, claim.owner)
+            assert queue_lease.finish(conn, claim.dedupe_key, claim.lease.owner)
         return claim
 
     def row(self, table: str, where: str, *args: object) -> dict[str, Any]:

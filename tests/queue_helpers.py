@@ -14,8 +14,9 @@ from service.intake.rules.decisions import Decision
 from service.model.jobs import Job
 from service.storage.database import Database, Transaction
 from service.storage.errors import STORE_ERRORS, is_contention
-from service.storage.queue import Claim, ReviewQueue
+from service.storage.queue import Claim
 from service.storage.sqlite import SqliteStore
+from tests.kit.queue import QueueDriver
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 LEASE = timedelta(minutes=20)
@@ -44,10 +45,10 @@ def open_store(tmp_path: Path, name: str = "state.db") -> SqliteStore:
     return SqliteStore(tmp_path / name)
 
 
-def apply_one(conn: Transaction, queue: ReviewQueue, decision: Decision, *,
+def apply_one(conn: Transaction, decision: Decision, *,
               now: datetime) -> Applied:
     """One decision through the ingest seam both paths share (``apply_decisions``)."""
-    return apply_decisions(conn, queue, [Decided(decision, now)])[0]
+    return apply_decisions(conn, [Decided(decision, now)])[0]
 
 
 #: A check run inside each admitted claim's transaction: the violations it finds.
@@ -67,7 +68,7 @@ def drain_racing(open_store: Callable[[], Database], config: BudgetConfig,
     def worker(w: int) -> None:
         try:
             with open_store() as own:
-                q, gov = ReviewQueue(own, lease=LEASE), Governor(own, config)
+                q, gov = QueueDriver(own, lease=LEASE), Governor(own, config)
 
                 def checked(conn: Transaction, claim: Claim, at: datetime) -> bool:
                     ok = gov.admit(conn, claim, at)

@@ -28,9 +28,9 @@ from service.observe.health import Health
 from service.storage.agent_comments import AgentComments
 from service.storage.database import Database
 from service.storage.postgres import PostgresStore
-from service.storage.queue import ReviewQueue
 from service.storage.sqlite import SqliteStore
 from tests.databases import throwaway_database
+from tests.kit.queue import QueueDriver
 from tests.kit.waiting import wait_for_async
 from tests.simulator import WebhookSender, World
 from tests.simulator.harness import REPO, Harness, app_key_pair
@@ -79,7 +79,7 @@ def write_config(tmp_path: Path, *, server: dict[str, Any] | None = None,
 class Env:
     config: Config
     store: Database
-    queue: ReviewQueue
+    queue: QueueDriver
     health: Health
     clock: Clock
     client: httpx.AsyncClient
@@ -182,14 +182,14 @@ async def _env(config: Config, store: Database,
                entry: str = "asgi") -> AsyncIterator[Env]:
     harness = Harness.create()
     clock = Clock()
-    queue = ReviewQueue(store)
+    queue = QueueDriver(store)
     health = Health(store)
     context = TriggerContext(config.triggers, harness.app.id, harness.app.slug,
                              AgentComments(store),
                              decline_phrases=config.review.decline_phrases)
     changes: list[InstallationChange] = []
     app = create_app(
-        config=config, store=store, queue=queue,
+        config=config, store=store,
         governor=Governor(store, config.budget, clock=clock, publish=False),
         triggers=lambda: context, health=health, clock=clock,
         on_installation_change=callback or changes.append,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,7 @@ import pytest
 
 from service.budget.governor import Governor
 from service.budget.usage import Usage
-from service.config.schema import BudgetConfig
+from service.config.schema import BudgetConfig, Config, EngineConfig, GitHubConfig, TriggersConfig
 from service.config.secret import Secret
 from service.engine.base import Assessment, Description, EngineRequest, EngineResult, Finding
 from service.github.auth import AppJWT
@@ -25,10 +25,11 @@ from service.publish.acknowledge import GitHubAck
 from service.review.checkout import Checkouts, GitRunner
 from service.review.estimate import Estimator
 from service.review.installations import Installations
-from service.review.job import JobRunner, JobSettings
-from service.storage.queue import Claim, ReviewQueue
+from service.review.job import JobRunner, Tuning
+from service.storage.queue import Claim
 from service.storage.sqlite import SqliteStore
 from tests.kit.publishers import RecordingPublisher
+from tests.kit.queue import QueueDriver
 from tests.simulator import GitRepo, SimulatorTransport, World, open_pull
 from tests.simulator.harness import app_key_pair
 from tests.simulator.models import PullRequest
@@ -42,6 +43,14 @@ BASE_FILES = {
     "REVIEW.md": "Base rules: check error handling.\n",
     "src/app.py": "".join(f"line {i}\n" for i in range(1, 21)),
 }
+
+
+def job_config() -> Config:
+    """The operator's config a worker test reviews under (engine limits made small)."""
+    github = GitHubConfig(app_id=APP_ID, private_key=Secret("unused"),
+                          webhook_secrets=(Secret("unused"),))
+    return Config(github=github, triggers=TriggersConfig(), budget=budget(),
+                  engine=EngineConfig(max_turns=5, wall_clock_seconds=30))
 
 
 def budget(*, max_run_tokens: int = 10_000, session: int = 1_000_000,
@@ -93,7 +102,7 @@ class Sim:
     git: GitRepo
     github: GitHubClient
     store: SqliteStore
-    queue: ReviewQueue
+    queue: QueueDriver
     governor: Governor
     engine: Any  # a FakeEngine, or a real engine for end-to-end tests
     publisher: RecordingPublisher
@@ -101,9 +110,9 @@ class Sim:
     base_sha: str
     installation_id: int
     alice_id: int
-    settings: JobSettings = field(default_factory=lambda: JobSettings(
-        excluded_paths=("*.lock", "**/vendor/**"), max_diff_lines=5000, max_turns=5,
-        wall_clock_seconds=30.0, estimate_default=Estimator(per_line=1.0, base=10.0)))
+    config: Config = field(default_factory=job_config)
+    tuning: Tuning = field(default_factory=lambda: Tuning(
+        estimate_default=Estimator(per_line=1.0, base=10.0)))
     _branches: int = 0
 
     def now(self) -> datetime:
@@ -137,12 +146,19 @@ class Sim:
         assert claim is not None, "nothing was claimable"
         return claim
 
-    def runner(self, settings: JobSettings | None = None) -> JobRunner:
+    def configured(self, **sections: dict[str, Any]) -> Config:
+        """``config`` with each named section's keys changed."""
+        return replace(self.config, **{name: replace(getattr(self.config, name), **keys)
+                                       for name, keys in sections.items()})
+
+    def runner(self, config: Config | None = None, tuning: Tuning | None = None
+               ) -> JobRunner:
         return JobRunner(
-            store=self.store, queue=self.queue, governor=self.governor, github=self.github,
+            store=self.store, leasing=self.queue.leasing, governor=self.governor,
+            github=self.github,
             installations=Installations(self.store, self.github), checkouts=self.checkouts,
             engine=self.engine, publisher=self.publisher, clock=self.world.clock.now,
-            settings=settings or self.settings)
+            config=config or self.config, tuning=tuning or self.tuning)
 
     # -- inspection ---------------------------------------------------------------------
 
@@ -196,7 +212,7 @@ def build_sim(tmp: Path, *, config: BudgetConfig | None = None,
                           clock=world.clock.now, transport=SimulatorTransport(world),
                           sleep=virtual_sleep, etags=ETagStore())
     store = SqliteStore(tmp / "state.db")
-    queue = ReviewQueue(store, lease=lease)
+    queue = QueueDriver(store, lease=lease)
     governor = Governor(store, config or budget())
     acker = GitHubAck(github, Installations(store, github)) if ack_on_github else None
     return Sim(tmp=tmp, world=world, git=remote, github=github, store=store, queue=queue,

@@ -61,7 +61,7 @@ from service.observe.health import Health
 from service.observe.metrics.instruments import Metrics
 from service.review.repository_config import RepositoryConfigs
 from service.storage.open import open_store, store_label
-from service.storage.queue import ReviewQueue
+from service.storage.queue_lease import Leasing
 
 __all__ = [
     "AVAILABLE_ROLES",
@@ -127,7 +127,7 @@ def web_server(app: FastAPI, server: ServerConfig | None = None) -> uvicorn.Serv
 
 async def _run_web(services: Services, stop: asyncio.Event) -> None:
     app = create_app(
-        config=services.config, store=services.store, queue=services.queue,
+        config=services.config, store=services.store,
         governor=services.governor, triggers=services.identity.context,
         health=services.health, clock=services.clock,
         on_installation_change=services.installation_changed,
@@ -303,8 +303,8 @@ async def run(
                     config=lambda: services.config.repository_config,
                     triggers=lambda: services.config.triggers)
                 services = Services(
-                    config=config, store=store, queue=ReviewQueue(
-                        store, lease=timedelta(seconds=config.workers.lease_seconds)),
+                    config=config, store=store,
+                    leasing=Leasing(lease=timedelta(seconds=config.workers.lease_seconds)),
                     governor=governor, health=health,
                     identity=AppIdentity(config, store, repo_triggers=repo_configs.triggers),
                     github=github, clock=clock, sockets=listening,

@@ -33,7 +33,7 @@ from service.publish.github import GitHubPublisher
 from service.publish.retry import republish_pending
 from service.review.checkout import Checkouts
 from service.review.installations import Installations
-from service.review.job import JobRunner, JobSettings
+from service.review.job import JobRunner
 from service.review.pool import WorkerPool
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ async def run_poller(services: Services, stop: asyncio.Event) -> None:
     # stand by and take over when the leader's connection goes.
     leadership = services.store.leadership("poller")
     poller = Poller.from_config(
-        config, client=services.github, store=services.store, queue=services.queue,
+        config, client=services.github, store=services.store,
         ctx=services.identity.context, clock=services.clock, on_cycle=on_cycle,
         leadership=leadership, on_standby=services.health.poller_standing_by,
         before_poll=(None if services.repo_configs is None
@@ -171,20 +171,21 @@ async def run_workers(services: Services, stop: asyncio.Event) -> None:
     # The 👀 goes out when work is queued, not when a worker is free to claim it.
     early = EarlyAck(store=services.store, acker=publisher, clock=services.clock)
     job = JobRunner(
-        store=services.store, queue=services.queue, governor=services.governor,
+        store=services.store, leasing=services.leasing, governor=services.governor,
         github=services.github, installations=installations, checkouts=checkouts,
         engine=engine, publisher=SkipAcked(publisher, early), clock=services.clock,
-        settings=JobSettings.from_config(config), health=services.health,
+        config=config, health=services.health,
         repo_configs=services.repo_configs, metrics=services.metrics)
-    pool = WorkerPool(queue=services.queue, governor=services.governor, job=job,
-                      clock=services.clock, count=config.workers.count,
-                      health=services.health, metrics=services.metrics)
+    pool = WorkerPool(store=services.store, leasing=services.leasing,
+                      governor=services.governor, job=job, clock=services.clock,
+                      count=config.workers.count, health=services.health,
+                      metrics=services.metrics)
     # Every trigger on the pull request's checks, from queued to how it ended.
     check_runs = CheckRuns(
         store=services.store, github=services.github, installations=installations,
         governor=services.governor, config=lambda: services.config.checks,
         publish=lambda: services.config.publish, clock=services.clock,
-        max_attempts=services.queue.max_attempts, health=services.health)
+        max_attempts=services.leasing.max_attempts, health=services.health)
     services.wakers.extend((pool.wake, early.wake, check_runs.wake))
     async with anyio.create_task_group() as tg:
         tg.start_soon(maintain, services, publisher)

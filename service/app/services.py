@@ -22,7 +22,7 @@ from service.observe.health import Health
 from service.observe.metrics.instruments import Metrics
 from service.review.repository_config import RepositoryConfigs
 from service.storage.database import Database
-from service.storage.queue import ReviewQueue
+from service.storage.queue_lease import Leasing
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class Services:
 
     config: Config
     store: Database
-    queue: ReviewQueue
+    leasing: Leasing
     governor: Governor
     health: Health
     identity: AppIdentity

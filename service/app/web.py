@@ -41,7 +41,6 @@ from service.observe.metrics.exposition import CONTENT_TYPE, render
 from service.observe.metrics.instruments import Metrics
 from service.observe.metrics.state import StoreState
 from service.storage.database import Database
-from service.storage.queue import ReviewQueue
 
 __all__ = ["Delivery", "DeliveryLog", "InstallationChange", "Result", "create_app"]
 
@@ -77,7 +76,6 @@ def create_app(
     *,
     config: Config,
     store: Database,
-    queue: ReviewQueue,
     governor: Governor,
     triggers: Callable[[], TriggerContext],
     health: Health,
@@ -102,7 +100,7 @@ def create_app(
     metrics = metrics if metrics is not None else Metrics()
     state = StoreState(store, governor, clock)
     scrape_env = dict(environ or {})
-    receiver = WebhookReceiver(config, DeliveryLog(store, queue, triggers), clock,
+    receiver = WebhookReceiver(config, DeliveryLog(store, triggers), clock,
                                on_installation_change, on_enqueued, metrics=metrics)
     # No redirect for a trailing slash: Starlette builds it from the request's Host header,
     # which would send a person to whatever host an outsider names.

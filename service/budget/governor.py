@@ -36,7 +36,8 @@ from service.config.schema import BudgetConfig
 from service.storage import ledger
 from service.storage.database import Database, Transaction
 from service.storage.errors import STORE_ERRORS
-from service.storage.queue import Claim, NothingAdmissible
+from service.storage.queue import Claim
+from service.storage.queue_lease import NothingAdmissible
 from service.storage.times import to_db_time
 
 
@@ -235,7 +236,7 @@ class Governor:
             return refused("insufficient", mode, worst.name, worst.frees_at), True
         if view.dollars is not None and not view.dollars.fits_a_run():
             return refused("monthly_usd", mode, MONTHLY, view.dollars.frees_at), True
-        if mode is Mode.MENTION_ONLY and claim.kind == "pr_opened":
+        if mode is Mode.MENTION_ONLY and claim.job.kind == "pr_opened":
             return self._at(claim, "mention_only", mode, first_at(gauges, MENTION_ONLY_PCT),
                             view=view, now=now), False
         paced = pacer_frees_at(conn, claim, now, config)
@@ -246,13 +247,13 @@ class Governor:
             return refused("repository", mode, None, capped_repo), False
         if config.per_installation_pct < 100:
             # A repository not (yet) known to be installed has no installation to charge.
-            installation = ledger.installation_of(conn, claim.repo)
+            installation = ledger.installation_of(conn, claim.job.repo)
             capped = None if installation is None else self._share(
                 conn, key, ("installation", installation), now, view)
             if capped is not None:
                 return refused("per_installation", mode, capped.window, capped.frees_at), False
         if config.per_actor_pct < 100:
-            capped = self._share(conn, key, ("actor", claim.actor_id), now, view)
+            capped = self._share(conn, key, ("actor", claim.job.actor_id), now, view)
             if capped is not None:
                 return refused("per_actor", mode, capped.window, capped.frees_at), False
         return None
@@ -272,12 +273,12 @@ class Governor:
                  config: BudgetConfig) -> None:
         if ledger.lose(conn, claim.dedupe_key, now):
             log.warning("closed a predecessor reservation as lost",
-                        extra={"dedupe_key": claim.dedupe_key, "attempt": claim.attempts,
-                               "owner": claim.owner})
+                        extra={"dedupe_key": claim.dedupe_key, "attempt": claim.lease.attempt,
+                               "owner": claim.lease.owner})
         ledger.reserve(conn, ledger.Reservation(
-            dedupe_key=claim.dedupe_key, owner=claim.owner, actor_id=claim.actor_id,
-            mode=mode.value, tokens=config.max_run_tokens, repo=claim.repo,
-            pr_number=claim.pr_number), now)
+            dedupe_key=claim.dedupe_key, owner=claim.lease.owner, actor_id=claim.job.actor_id,
+            mode=mode.value, tokens=config.max_run_tokens, repo=claim.job.repo,
+            pr_number=claim.job.pr_number), now)
         self._memo = None
         self.refusals.pop(claim.dedupe_key, None)
 
@@ -319,8 +320,8 @@ class Governor:
             log.log(logging.WARNING if refusal.reason in _LOUD else logging.INFO,
                     "budget refused a claim: %s (window %s, frees at %s)", refusal.reason,
                     refusal.window, refusal.frees_at,
-                    extra={"dedupe_key": claim.dedupe_key, "repo": claim.repo,
-                           "pr": claim.pr_number})
+                    extra={"dedupe_key": claim.dedupe_key, "repo": claim.job.repo,
+                           "pr": claim.job.pr_number})
 
     # -- after the run ----------------------------------------------------------------------
 
@@ -329,16 +330,16 @@ class Governor:
 
         The worker asks this right after the claim to build the engine request:
         ``EngineRequest.mode = governor.mode_of(claim).engine_mode``. ``LookupError``
-        when ``claim.owner`` holds no open reservation for it (the lease was lost).
+        when ``claim.lease.owner`` holds no open reservation for it (the lease was lost).
         """
         if conn is None:
             with self._store.read() as own:
-                mode = ledger.open_mode(own, claim.dedupe_key, claim.owner)
+                mode = ledger.open_mode(own, claim.dedupe_key, claim.lease.owner)
         else:
-            mode = ledger.open_mode(conn, claim.dedupe_key, claim.owner)
+            mode = ledger.open_mode(conn, claim.dedupe_key, claim.lease.owner)
         if mode is None:
             raise LookupError(f"no open reservation for {claim.dedupe_key} held by "
-                              f"{claim.owner}")
+                              f"{claim.lease.owner}")
         return Mode(mode)
 
     def settle(
@@ -377,7 +378,7 @@ class Governor:
 
         def run(c: Transaction) -> bool:
             self._store.lock(c, BUDGET_LOCK)
-            settled = ledger.settle(c, claim.dedupe_key, claim.owner, settlement, now)
+            settled = ledger.settle(c, claim.dedupe_key, claim.lease.owner, settlement, now)
             if stop_reason == "usage_limit":
                 self._trip(c, now=now, resets_at=resets_at)
             return settled
@@ -389,8 +390,8 @@ class Governor:
             settled = run(conn)
         if not settled:
             log.warning("no open reservation to settle",
-                        extra={"dedupe_key": claim.dedupe_key, "owner": claim.owner,
-                               "attempt": claim.attempts})
+                        extra={"dedupe_key": claim.dedupe_key, "owner": claim.lease.owner,
+                               "attempt": claim.lease.attempt})
         return settled
 
     # -- the circuit breaker ----------------------------------------------------------------

@@ -28,7 +28,7 @@ def pacer_frees_at(conn: Transaction, claim: Claim, now: datetime,
     A pull request that has had ``max_reviews_per_pr`` counted runs in the last 24 hours
     waits until the oldest of the ones over the limit leaves that window.
     """
-    runs = ledger.pacer_times(conn, repo=claim.repo, pr_number=claim.pr_number,
+    runs = ledger.pacer_times(conn, repo=claim.job.repo, pr_number=claim.job.pr_number,
                               key=claim.dedupe_key, start=now - PACER_WINDOW,
                               exempt=PACER_EXEMPT)
     over = len(runs) - config.max_reviews_per_pr
@@ -39,10 +39,10 @@ def repository_frees_at(conn: Transaction, claim: Claim, now: datetime,
                         config: BudgetConfig) -> datetime | None:
     """When ``claim``'s repository may be run again under its
     ``repository_reviews_per_day`` cap, or None if it may be now (or has no cap)."""
-    cap = dict(config.repository_reviews_per_day).get(claim.repo.lower())
+    cap = dict(config.repository_reviews_per_day).get(claim.job.repo.lower())
     if cap is None:
         return None
-    runs = ledger.repository_times(conn, repo=claim.repo, key=claim.dedupe_key,
+    runs = ledger.repository_times(conn, repo=claim.job.repo, key=claim.dedupe_key,
                                    start=now - PACER_WINDOW, exempt=PACER_EXEMPT)
     over = len(runs) - cap
     return None if over < 0 else runs[over] + PACER_WINDOW

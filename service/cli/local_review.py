@@ -59,11 +59,11 @@ from service.observe.health import Health
 from service.publish.github import GitHubPublisher
 from service.review.checkout import Checkouts
 from service.review.installations import Installations
-from service.review.job import JobRunner, JobSettings
+from service.review.job import JobRunner
 from service.review.pool import owner_id
 from service.review.repository_config import RepositoryConfigs
 from service.runtime.alongside import alongside
-from service.storage import ledger, runs
+from service.storage import ledger, queue_lease, runs
 from service.storage import queue as queue_table
 from service.storage.database import Database, Transaction
 from service.storage.open import open_store
@@ -74,8 +74,9 @@ from service.storage.queue import (
     PENDING,
     SUPERSEDED,
     Claim,
-    ReviewQueue,
 )
+from service.storage.queue_enqueue import enqueue
+from service.storage.queue_lease import Leasing
 
 __all__ = ["ReviewReport", "load_or_report", "replay", "replay_url", "review", "review_once"]
 
@@ -210,8 +211,7 @@ class _Session:
         # Looking up the policy is not publishing one: that is the daemon's business.
         self.governor = Governor(self.store, self.config.budget, clock=self.clock,
                                  publish=False)
-        self.queue = ReviewQueue(self.store,
-                                 lease=timedelta(seconds=self.config.workers.lease_seconds))
+        self.leasing = Leasing(lease=timedelta(seconds=self.config.workers.lease_seconds))
         config = self.config
         self.repo_configs = RepositoryConfigs(
             store=self.store, github=self.github, clock=self.clock,
@@ -230,17 +230,17 @@ class _Session:
             checks=lambda: config.checks, repo_config=self.repo_configs.stored,
             review=lambda: config.review)
         return JobRunner(
-            store=self.store, queue=self.queue, governor=self.governor, github=self.github,
+            store=self.store, leasing=self.leasing, governor=self.governor, github=self.github,
             installations=self.installations,
             checkouts=Checkouts(Path(config.store.path).parent / "checkouts"),
             engine=build_engine(config.engine, self.environ, clock=self.clock,
                                 home_root=engine_homes(config)),
-            publisher=publisher, clock=self.clock, settings=JobSettings.from_config(config),
+            publisher=publisher, clock=self.clock, config=config,
             repo_configs=self.repo_configs)
 
 
 async def _review(session: _Session, repo: str, pr_number: int) -> ReviewReport:
-    store, queue, clock = session.store, session.queue, session.clock
+    store, clock = session.store, session.clock
     await session.identity.resolve(session.github, Health(store), clock)  # for markers
     try:
         installation = await session.installations(repo)
@@ -258,8 +258,8 @@ async def _review(session: _Session, repo: str, pr_number: int) -> ReviewReport:
               head_sha=pull.head_sha)
     key = job.dedupe_key
     header = f"{where} at {pull.head_sha}: {key}"
-    new = await anyio.to_thread.run_sync(lambda: queue.enqueue(job, now=clock()))
-    row = await anyio.to_thread.run_sync(queue.get, key)
+    new = await store.write_async(lambda tx: enqueue(tx, job, now=clock()))
+    row = await store.read_async(queue_table.row, key)
     assert row is not None  # just enqueued, or already there
     if row.status == DONE:
         state = await anyio.to_thread.run_sync(_state_of, store, key)
@@ -269,15 +269,15 @@ async def _review(session: _Session, repo: str, pr_number: int) -> ReviewReport:
         return ReviewReport(key, False, False, (
             header, f"the queue row for this head is {row.status}; not reviewing it"))
     owner = owner_id(0)
-    claim = await anyio.to_thread.run_sync(lambda: queue.claim(
-        now=clock(), owner=owner, admit=_only(key, session.governor),
+    claim = await store.run(lambda: queue_lease.claim(
+        store, session.leasing, now=clock, owner=owner, admit=_only(key, session.governor),
         lapsed=session.governor.close_lapsed))
     if claim is None:
-        why = await anyio.to_thread.run_sync(_unclaimed, queue, session.governor, key, clock)
+        why = await store.run(_unclaimed, store, session.governor, key, clock)
         return ReviewReport(key, False, False, (header, why))
     dry_run = session.config.publish.dry_run
     log.info("operator review claimed", extra={
-        "repo": repo, "pr": pr_number, "dedupe_key": key, "attempt": claim.attempts,
+        "repo": repo, "pr": pr_number, "dedupe_key": key, "attempt": claim.lease.attempt,
         "owner": owner, "enqueued": new, "dry_run": dry_run})
     await session.job_runner()(claim)
     state = await anyio.to_thread.run_sync(_state_of, store, key)
@@ -287,9 +287,10 @@ async def _review(session: _Session, repo: str, pr_number: int) -> ReviewReport:
     return ReviewReport(key, True, done, (header + mode, *_describe(state)))
 
 
-def _unclaimed(queue: ReviewQueue, governor: Governor, key: str, clock: Clock) -> str:
+def _unclaimed(store: Database, governor: Governor, key: str, clock: Clock) -> str:
     """Why the claim of ``key`` found nothing to take."""
-    row = queue.get(key)
+    with store.read() as tx:
+        row = queue_table.row(tx, key)
     if row is not None and row.status == CLAIMED and row.leased_until is not None \
             and row.leased_until > clock():
         return (f"a worker is reviewing it now (owner {row.owner}, lease until "

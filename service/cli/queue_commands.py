@@ -81,7 +81,7 @@ def queue_show(store: Database, key: str, *, now: datetime, as_json: bool, out: 
                err: TextIO) -> int:
     """One row, with what it cost (its newest ledger row) and its run, if any."""
     with store.read() as tx:
-        row = queue_table.queue_row(tx, key)
+        row = queue_table.row(tx, key)
         cost = ledger.latest(tx, key)
         run = runs.inspect(tx, key)
         state = runs.state(tx, key, now) if run is not None else None
@@ -133,7 +133,7 @@ def _step(store: Database, key: str, step: Callable[[Transaction, str], bool],
     """Take ``step`` on ``key``'s row in one transaction: the row as it was, and whether
     the step moved it (None, after saying so, when there is no such row)."""
     with store.transaction() as tx:
-        row = queue_table.queue_row(tx, key)
+        row = queue_table.row(tx, key)
         moved = row is not None and step(tx, key)
     if row is None:
         print(f"no queue row {key!r} (queue list shows the keys)", file=err)
@@ -141,7 +141,7 @@ def _step(store: Database, key: str, step: Callable[[Transaction, str], bool],
 
 
 def queue_retry(store: Database, key: str, *, out: TextIO, err: TextIO) -> int:
-    row, retried = _step(store, key, queue_table.retry_in, err)
+    row, retried = _step(store, key, queue_table.retry, err)
     if row is None:
         return 1
     if retried:
@@ -157,7 +157,7 @@ def queue_retry(store: Database, key: str, *, out: TextIO, err: TextIO) -> int:
 
 
 def queue_cancel(store: Database, key: str, *, out: TextIO, err: TextIO) -> int:
-    row, cancelled = _step(store, key, queue_table.cancel_in, err)
+    row, cancelled = _step(store, key, queue_table.cancel, err)
     if row is None:
         return 1
     if cancelled:

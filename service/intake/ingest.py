@@ -20,7 +20,7 @@ from typing import cast
 from service.intake.rules.decisions import Close, Decision, Decline, Enqueue, Ignore
 from service.storage import closures, posted_findings, summaries
 from service.storage.database import Transaction
-from service.storage.queue import ReviewQueue
+from service.storage.queue_enqueue import cancel_pull_request, enqueue_many
 
 log = logging.getLogger(__name__)
 
@@ -54,14 +54,13 @@ class Applied:
 
 
 def apply_decisions(
-    conn: Transaction, queue: ReviewQueue,
-    decisions: Sequence[Decided],
+    conn: Transaction, decisions: Sequence[Decided],
 ) -> list[Applied]:
     """Carry out each decision in order inside ``conn``'s transaction.
 
     Returns one ``Applied`` per decision.
 
-    Consecutive enqueues go to the queue together (``ReviewQueue.enqueue_many``, a few
+    Consecutive enqueues go to the queue together (``queue_enqueue.enqueue_many``, a few
     statements for the lot); a close is applied where it stands, so it cancels what was
     enqueued before it and not what comes after.
     """
@@ -70,7 +69,7 @@ def apply_decisions(
 
     def flush() -> None:
         jobs = [(cast(Enqueue, decisions[i].decision).job, decisions[i].at) for i in run]
-        for i, (job, _), new in zip(run, jobs, queue.enqueue_many(jobs, conn=conn),
+        for i, (job, _), new in zip(run, jobs, enqueue_many(conn, jobs),
                                     strict=True):
             (results[i].enqueued if new else results[i].duplicates).append(job.dedupe_key)
         run.clear()
@@ -84,7 +83,7 @@ def apply_decisions(
             flush()
         if isinstance(decision, Close):
             results[index].cancelled.extend(
-                queue.cancel_pull_request(decision.repo, decision.pr_number, conn=conn))
+                cancel_pull_request(conn, decision.repo, decision.pr_number))
             closures.record_close(conn, decision.repo, decision.pr_number,
                                   merged=decision.merged, at=decided.at)
         elif isinstance(decision, Decline):

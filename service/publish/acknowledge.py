@@ -58,15 +58,15 @@ EYES: Final = "eyes"
 
 def reaction_path(claim: Claim) -> str:
     """Where the 👀 for ``claim`` goes (REST path)."""
-    validate_repo(claim.repo)
-    base = f"/repos/{claim.repo}"
-    if claim.comment_id is None:
-        return f"{base}/issues/{claim.pr_number}/reactions"
-    if claim.comment_source == "review":
-        return f"{base}/pulls/comments/{claim.comment_id}/reactions"
-    if claim.comment_source == "issue":
-        return f"{base}/issues/comments/{claim.comment_id}/reactions"
-    raise ValueError(f"unknown comment_source {claim.comment_source!r}")
+    validate_repo(claim.job.repo)
+    base = f"/repos/{claim.job.repo}"
+    if claim.job.comment_id is None:
+        return f"{base}/issues/{claim.job.pr_number}/reactions"
+    if claim.job.comment_source == "review":
+        return f"{base}/pulls/comments/{claim.job.comment_id}/reactions"
+    if claim.job.comment_source == "issue":
+        return f"{base}/issues/comments/{claim.job.comment_id}/reactions"
+    raise ValueError(f"unknown comment_source {claim.job.comment_source!r}")
 
 
 class GitHubAck:
@@ -82,7 +82,7 @@ class GitHubAck:
         self._installations = installations
 
     async def ack(self, claim: Claim) -> None:
-        installation = await self._installations(claim.repo)
+        installation = await self._installations(claim.job.repo)
         # Urgent: ahead of the installation's reviews and check runs waiting to be written.
         await self._github.post_json(installation, reaction_path(claim), {"content": EYES},
                                      idempotent=True, urgent=True)
@@ -141,7 +141,7 @@ class EarlyAck:
             return 0
         by_repo: dict[str, list[Claim]] = defaultdict(list)
         for claim in todo:
-            by_repo[claim.repo].append(claim)
+            by_repo[claim.job.repo].append(claim)
         posted: list[str] = []
         async with anyio.create_task_group() as tg:
             for group in by_repo.values():
@@ -152,7 +152,7 @@ class EarlyAck:
         for claim in claims:
             if not self.take(claim.dedupe_key, by="early"):
                 continue  # a worker claimed it meanwhile and acknowledges it itself
-            extra = {"repo": claim.repo, "pr": claim.pr_number,
+            extra = {"repo": claim.job.repo, "pr": claim.job.pr_number,
                      "dedupe_key": claim.dedupe_key}
             try:
                 await self._acker.ack(claim)
@@ -174,8 +174,8 @@ class EarlyAck:
         with self._store.read() as tx:
             rows = recent_pending(tx, since)
         # Not a lease: an acknowledgement reads only where to react.
-        return [Claim(dedupe_key=r.dedupe_key, job=r.job, enqueued_at=r.enqueued_at,
-                      lease=Lease(owner="", until=r.enqueued_at, attempt=r.attempts))
+        return [Claim(job=r.job, lease=Lease(owner="", until=r.enqueued_at,
+                                             attempt=r.attempts))
                 for r in rows]
 
 

@@ -17,8 +17,8 @@ from typing import Final
 
 from service.publish.publication import Publication, build
 from service.storage import agent_comments, ledger, runs
+from service.storage import queue as queue_table
 from service.storage.database import Transaction
-from service.storage.queue import queue_row
 
 #: publish_outcome values.
 OUTCOMES: Final = tuple(runs.CONCLUSIONS.values())
@@ -40,7 +40,7 @@ def load(conn: Transaction, key: str) -> Publication | None:
     run = runs.stored(conn, key)
     if run is None:
         return None
-    row = queue_row(conn, key)
+    row = queue_table.row(conn, key)
     queue = None if row is None else {
         "kind": row.kind, "command": row.command, "comment_id": row.comment_id,
         "comment_source": row.comment_source}

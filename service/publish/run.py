@@ -76,8 +76,8 @@ def record_run(conn: Transaction, run: RecordedRun) -> None:
     finished in the same transaction, so it can only mean the lifecycle was broken.
     """
     runs.insert(conn, runs.RunRow(
-        dedupe_key=run.claim.dedupe_key, repo=run.claim.repo,
-        pr_number=run.claim.pr_number, head_sha=run.head_sha, outcome=run.outcome,
+        dedupe_key=run.claim.dedupe_key, repo=run.claim.job.repo,
+        pr_number=run.claim.job.pr_number, head_sha=run.head_sha, outcome=run.outcome,
         findings=encode_findings(run.findings), recorded_at=run.recorded_at,
         omitted=encode_omitted(run.omitted), assessment=encode_assessment(run.assessment),
         description=encode_description(run.description), fixed=encode_fixed(run.fixed)))

@@ -2,7 +2,7 @@
 
 Each worker has a stable owner id, ``host:pid:slot``, that it keeps for the life of the
 process — also across a restart of its task. Its loop: claim
-(``ReviewQueue.claim(admit=governor.admit)``, one ``BEGIN IMMEDIATE`` on a worker thread,
+(``queue_lease.claim(admit=governor.admit)``, one transaction on a worker thread,
 where the lease and the budget reservation commit together); run the job; repeat. With
 nothing claimable (an empty queue, or a budget that admits nothing) it naps, doubling the
 nap from ``idle_min`` to ``idle_max``; ``wake()`` — called by whatever enqueued work in
@@ -34,8 +34,11 @@ import anyio
 from service.budget.governor import Governor
 from service.observe.health import Health
 from service.observe.metrics.instruments import Metrics
+from service.storage import queue_lease
+from service.storage.database import Database
 from service.storage.errors import is_contention, is_unavailable
-from service.storage.queue import Claim, ReviewQueue
+from service.storage.queue import Claim
+from service.storage.queue_lease import Leasing
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +62,8 @@ class WorkerPool:
     def __init__(
         self,
         *,
-        queue: ReviewQueue,
+        store: Database,
+        leasing: Leasing,
         governor: Governor,
         job: JobFn,
         clock: Clock,
@@ -79,7 +83,8 @@ class WorkerPool:
             raise ValueError("need 0 < idle_min <= idle_max")
         if restart_delay < 0 or grace_seconds < 0:
             raise ValueError("restart_delay and grace_seconds must not be negative")
-        self._queue = queue
+        self._store = store
+        self._leasing = leasing
         self._metrics = metrics
         self._governor = governor
         self._job = job
@@ -184,12 +189,11 @@ class WorkerPool:
                     self._jobs.pop(owner, None)
 
     async def _claim(self, owner: str) -> Claim | None:
-        def claim() -> Claim | None:
-            return self._queue.claim(now=self._clock, owner=owner,
-                                     admit=self._governor.admit,
-                                     lapsed=self._governor.close_lapsed)
+        def take() -> Claim | None:
+            return queue_lease.claim(self._store, self._leasing, now=self._clock, owner=owner,
+                         admit=self._governor.admit, lapsed=self._governor.close_lapsed)
         try:
-            taken = await anyio.to_thread.run_sync(claim)
+            taken = await self._store.run(take)
             if self._metrics is not None:
                 self._metrics.claimed(taken is not None)
             return taken

@@ -2,25 +2,56 @@
 each finding points at.
 
 The worker reads the repository's ``.github/pr-review-agent.yml`` afresh for every job
-(``RepositoryConfigs.fresh``): ``JobSettings.for_repository`` gives the job's settings
-(excluded paths added to the operator's, the guidelines file, the instructions, the
-language), and ``declined_by`` here says whether an automatic review is one the repository
-has turned off since the ingest decided on an older read (a mention is always answered).
+(``RepositoryConfigs.fresh``): ``for_repository`` gives what the review reads beside the
+operator's config (excluded paths added to the operator's, the guidelines file, the
+instructions, the language), and ``declined_by`` says whether an automatic review is one
+the repository has turned off since the ingest decided on an older read (a mention is
+always answered).
 ``fingerprinted`` gives each finding the engine returned its fingerprint, from the code it
 points at in the commit it is anchored on (``service.model.fingerprint``).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Final
 
 from service.config.repository.keys import RepoSettings
+from service.config.schema import Config
 from service.engine.base import Finding
 from service.github.pulls import PullRequest
 from service.model.fingerprint import fingerprint, pointed_at
 from service.review.checkout import BareRepo
 
-__all__ = ["declined_by", "fingerprinted"]
+__all__ = ["GUIDELINE_PATHS", "RepositoryReview", "declined_by", "fingerprinted",
+           "for_repository"]
+
+#: Review guidelines are read from the BASE commit (never the head, which the author of
+#: the pull request controls): the first of these files that exists.
+GUIDELINE_PATHS: Final = ("REVIEW.md", ".github/REVIEW.md", "CLAUDE.md")
+
+
+@dataclass(frozen=True)
+class RepositoryReview:
+    """What a review of one repository reads beside the operator's config: the keys its
+    own file may set, with the operator's applied where the file is silent."""
+
+    excluded_paths: tuple[str, ...]
+    guideline_paths: tuple[str, ...] = GUIDELINE_PATHS
+    instructions: str | None = None
+    language: str | None = None
+
+
+def for_repository(config: Config, settings: RepoSettings) -> RepositoryReview:
+    """The operator's ``config`` with a repository's file ``settings`` applied."""
+    operator = config.review.excluded_paths
+    return RepositoryReview(
+        # Added to the operator's, never replacing them: a repository cannot un-exclude.
+        excluded_paths=operator + tuple(p for p in settings.excluded_paths or ()
+                                        if p not in operator),
+        guideline_paths=(GUIDELINE_PATHS if settings.guidelines is None
+                         else (settings.guidelines,)),
+        instructions=settings.instructions, language=settings.language)
 
 
 def declined_by(settings: RepoSettings, *, draft: bool, pushed: bool) -> str | None:

@@ -1,7 +1,7 @@
 """How a job ends in the store: each ending is one short transaction on a worker thread.
 
 ``Settlement`` is the job's only way to the store. Every method is one transaction (or
-one read), run with ``anyio.to_thread`` so that the event loop never waits on SQLite's
+one read), run on a worker thread (``Database.run``) so that the event loop never waits on SQLite's
 write lock and no transaction is ever open across a GitHub, git or engine call:
 
 - ``settle_zero``: nothing ran — settle at zero with a stop reason, finish the row (and,
@@ -29,18 +29,18 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Final, TypeVar
 
-import anyio
-
 from service.budget.breaker import read_breaker
 from service.budget.governor import Governor
 from service.budget.usage import Usage
 from service.model.jobs import Job
 from service.publish.checks.marks import CheckMarks
 from service.publish.run import RecordedRun, record_run
-from service.storage import ledger
+from service.storage import ledger, queue_lease
 from service.storage.checks import CheckState
 from service.storage.database import Database, Transaction
-from service.storage.queue import Claim, ReviewQueue
+from service.storage.queue import Claim
+from service.storage.queue_enqueue import enqueue as enqueue_job
+from service.storage.queue_lease import Leasing
 
 log = logging.getLogger(__name__)
 
@@ -57,17 +57,18 @@ NOTHING_SPENT: Final = Usage(tokens=0, confidence="exact", engine=None, model=No
 
 def log_extra(claim: Claim) -> dict[str, object]:
     """The context every log line of a job carries."""
-    return {"repo": claim.repo, "pr": claim.pr_number, "dedupe_key": claim.dedupe_key,
-            "attempt": claim.attempts, "owner": claim.owner}
+    return {"repo": claim.job.repo, "pr": claim.job.pr_number,
+            "dedupe_key": claim.dedupe_key, "attempt": claim.lease.attempt,
+            "owner": claim.lease.owner}
 
 
 class Settlement:
     """The store side of a job (see the module docstring)."""
 
-    def __init__(self, store: Database, queue: ReviewQueue, governor: Governor,
+    def __init__(self, store: Database, leasing: Leasing, governor: Governor,
                  clock: Clock, marks: CheckMarks) -> None:
         self._store = store
-        self._queue = queue
+        self._leasing = leasing
         self._governor = governor
         self._clock = clock
         self._marks = marks
@@ -75,34 +76,21 @@ class Settlement:
     async def started(self, claim: Claim, head_sha: str) -> None:
         """The job reviews ``head_sha``: its check run shows it in progress."""
         now = self._clock()
-        target = self._marks.target(claim.dedupe_key, claim.command, claim.repo,
-                                    claim.pr_number, head_sha)
+        target = self._marks.target(claim.dedupe_key, claim.job.command, claim.job.repo,
+                                    claim.job.pr_number, head_sha)
 
         def work() -> None:
             with self._store.transaction() as conn:
-                self._marks.start(conn, target, claim.attempts, now)
+                self._marks.start(conn, target, claim.lease.attempt, now)
         if self._marks.enabled:
-            await anyio.to_thread.run_sync(work)
-
-    async def read(self, fn: Callable[..., T], *args: object) -> T:
-        """``fn(conn, *args)`` in one read transaction."""
-        def work() -> T:
-            with self._store.read() as conn:
-                return fn(conn, *args)
-        return await anyio.to_thread.run_sync(work)
-
-    async def write(self, fn: Callable[..., T], *args: object) -> T:
-        """``fn(conn, *args)`` in one write transaction."""
-        def work() -> T:
-            with self._store.transaction() as conn:
-                return fn(conn, *args)
-        return await anyio.to_thread.run_sync(work)
+            await self._store.run(work)
 
     async def renew(self, claim: Claim) -> bool:
         """Extend the claim's lease to ``now + lease``; False when it is no longer ours."""
-        now = self._clock()
-        return await anyio.to_thread.run_sync(
-            lambda: self._queue.renew(claim.dedupe_key, claim.owner, now=now))
+        until = self._clock() + self._leasing.lease
+        return await self._store.write_async(
+            lambda tx: queue_lease.renew(tx, claim.dedupe_key, claim.lease.owner,
+                                         until=until), concurrent=True)
 
     async def settle_zero(self, claim: Claim, stop_reason: str, *, head_sha: str,
                           check: Callable[[int], CheckState],
@@ -113,8 +101,8 @@ class Settlement:
         transaction (an earlier attempt that did not finish was charged its reservation),
         so the check run never says nothing was charged when something was."""
         now = self._clock()
-        target = self._marks.target(claim.dedupe_key, claim.command, claim.repo,
-                                    claim.pr_number, head_sha)
+        target = self._marks.target(claim.dedupe_key, claim.job.command, claim.job.repo,
+                                    claim.job.pr_number, head_sha)
 
         def work() -> bool:
             with self._store.transaction() as conn:
@@ -125,9 +113,9 @@ class Settlement:
                 self._marks.end(conn, target, check(ledger.charged(conn, claim.dedupe_key)),
                                 now)
                 if enqueue is not None:
-                    self._queue.enqueue(enqueue, now=now, conn=conn)
+                    enqueue_job(conn, enqueue, now=now)
                 return True
-        return await anyio.to_thread.run_sync(work)
+        return await self._store.run(work)
 
     async def commit(self, run: RecordedRun, *, reviewed_lines: int | None) -> bool:
         """Settle, record and finish in ONE transaction; False (nothing written) when the
@@ -145,7 +133,7 @@ class Settlement:
                 record_run(conn, run)
                 self._finish(conn, claim)
                 return True
-        committed = await anyio.to_thread.run_sync(work)
+        committed = await self._store.run(work)
         if not committed:
             log.warning("lease lost before settling: the result is discarded, not recorded",
                         extra=log_extra(claim))
@@ -163,13 +151,14 @@ class Settlement:
         not_before = None if retry_in is None else now + retry_in
         extra = log_extra(claim)
         try:
-            settled = await anyio.to_thread.run_sync(lambda: self._governor.settle(
+            settled = await self._store.run(lambda: self._governor.settle(
                 claim, usage, now=now, stop_reason=stop_reason))
             if not settled:
                 return False
-            released: bool = await anyio.to_thread.run_sync(
-                lambda: self._queue.release(claim.dedupe_key, claim.owner,
-                                            not_before=not_before))
+            released: bool = await self._store.write_async(
+                lambda tx: queue_lease.release(tx, claim.dedupe_key, claim.lease.owner,
+                                               not_before=not_before),
+                concurrent=True)
         except Exception:
             log.exception("could not settle the failed job; its lease will lapse and the "
                           "next claim closes the reservation as lost", extra=extra)
@@ -197,9 +186,9 @@ class Settlement:
                     return None
                 until = (max(resets_at, now) if resets_at is not None
                          else read_breaker(conn).tripped_until or now + PLAN_WAIT)
-                self._queue.defer_in(conn, claim.dedupe_key, claim.owner, until=until)
+                queue_lease.defer(conn, claim.dedupe_key, claim.lease.owner, until=until)
                 return until
-        until = await anyio.to_thread.run_sync(work)
+        until = await self._store.run(work)
         if until is not None:
             log.warning("the plan's usage limit stopped the run; it waits until %s and runs "
                         "again then (the attempt is not counted)", until.isoformat(),
@@ -208,7 +197,7 @@ class Settlement:
 
     def _finish(self, conn: Transaction, claim: Claim,
                 extra: Mapping[str, object] | None = None) -> None:
-        if not self._queue.finish_in(conn, claim.dedupe_key, claim.owner):
+        if not queue_lease.finish(conn, claim.dedupe_key, claim.lease.owner):
             # The reservation was still ours, so the row can only have been abandoned
             # under us (it ran out of attempts); the settled cost and the run stand.
             log.warning("the queue row was no longer ours to finish",

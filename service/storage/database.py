@@ -142,9 +142,9 @@ class Database(Protocol):
         ...
 
     async def write_async(self, fn: Callable[..., T], /, *args: Any,
-                          shield: bool = False) -> T:
-        """``fn(tx, *args)`` in one ``transaction()``, on a worker thread; with ``shield``
-        it finishes even when the caller is cancelled meanwhile."""
+                          shield: bool = False, concurrent: bool = False) -> T:
+        """``fn(tx, *args)`` in one ``transaction(concurrent=)``, on a worker thread; with
+        ``shield`` it finishes even when the caller is cancelled meanwhile."""
         ...
 
     def leadership(self, role: str) -> Leadership:
@@ -185,12 +185,12 @@ class OffLoop:
         return await self.run(work)
 
     async def write_async(self: Database, fn: Callable[..., T], /, *args: Any,
-                          shield: bool = False) -> T:
-        """``fn(tx, *args)`` in one ``transaction()``, on a worker thread; with ``shield``
-        finished even when the caller is cancelled meanwhile (a lease taken is then always
-        recorded or handed back)."""
+                          shield: bool = False, concurrent: bool = False) -> T:
+        """``fn(tx, *args)`` in one ``transaction(concurrent=)``, on a worker thread; with
+        ``shield`` finished even when the caller is cancelled meanwhile (a lease taken is
+        then always recorded or handed back)."""
         def work() -> T:
-            with self.transaction() as tx:
+            with self.transaction(concurrent=concurrent) as tx:
                 return fn(tx, *args)
         with anyio.CancelScope(shield=shield):
             done = await self.run(work)

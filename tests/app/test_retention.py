@@ -38,7 +38,7 @@ SELECT COUNT(*), SUM(used_tokens), SUM(reserved_tokens),
 def close(rig: Rig, number: int, *, merged: bool = True) -> None:
     """What both ingest paths do when they see the pull request close."""
     with rig.store.transaction() as conn:
-        apply_one(conn, rig.queue, Close(repo=REPO, pr_number=number, merged=merged),
+        apply_one(conn, Close(repo=REPO, pr_number=number, merged=merged),
                        now=rig.now())
 
 

@@ -100,12 +100,12 @@ def test_what_waits_is_shown_from_the_next_in_line(tmp_path: Path) -> None:
     from service.budget.governor import Governor
     from service.config.schema import BudgetConfig
     from service.observe.health import Health
-    from service.storage.queue import ReviewQueue
     from service.storage.sqlite import SqliteStore
+    from tests.kit.queue import QueueDriver
     from tests.queue_helpers import opened
 
     with SqliteStore(tmp_path / "state.db") as store:
-        queue = ReviewQueue(store)
+        queue = QueueDriver(store)
         for n in range(1, WAITING_SHOWN + 6):  # more waiting than the page shows
             queue.enqueue(opened(n), now=NOW + timedelta(seconds=n))
         config = BudgetConfig(session_tokens=100_000, weekly_tokens=1_000_000,

@@ -8,7 +8,7 @@ synchronous=FULL, or a throwaway PostgreSQL database on the local server, as the
 make), its ledger pre-filled with ``--rows`` settled rows over the last six days (all
 inside the weekly window), and ``processes × claims`` pending mentions on distinct pull
 requests. Then ``processes`` worker processes, released together, each loop: one claim
-through the real ``ReviewQueue.claim`` with the governor's ``admit`` (the window sums
+through the real ``QueueDriver.claim`` with the governor's ``admit`` (the window sums
 under the budget lock, a reservation), one settle, one finish — what a worker does,
 without the engine. A claim the store calls contention (SQLite's busy timeout, a
 PostgreSQL lock wait) is retried and its wait counted in its latency.
@@ -48,9 +48,9 @@ from service.storage.database import Database
 from service.storage.errors import is_contention
 from service.storage.ledger import WINDOW_SQL, window_params, windows_sql
 from service.storage.postgres import PostgresStore, translate_placeholders
-from service.storage.queue import ReviewQueue
 from service.storage.sqlite import SqliteStore
 from service.storage.times import to_db_time
+from tests.kit.queue import QueueDriver
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 CONFIG = BudgetConfig(enabled=True, session_tokens=10**12, weekly_tokens=10**13,
@@ -91,7 +91,7 @@ def fill(store: Database, rows: int, pending: int, conninfo: str | None = None) 
               to_db_time(NOW - timedelta(seconds=span * (i + 1) / rows)),
               to_db_time(NOW - timedelta(seconds=span * (i + 1) / rows)))
              for i in range(rows)])
-    queue = ReviewQueue(store)
+    queue = QueueDriver(store)
     queue.enqueue_many([(Job(kind="mention", repo="o/r", pr_number=1_000 + n, actor_id=5,
                              comment_id=n + 1, comment_source="issue"), NOW)
                         for n in range(pending)])
@@ -109,7 +109,7 @@ def fill(store: Database, rows: int, pending: int, conninfo: str | None = None) 
 def claim_worker(backend: str, target: str, claims: int, index: int,
                  start: Any, out: Any) -> None:
     store = open_target(backend, target)
-    queue = ReviewQueue(store)
+    queue = QueueDriver(store)
     governor = Governor(store, CONFIG, publish=False)
     owner = f"bench:{os.getpid()}:{index}"
     latencies: list[float] = []
@@ -130,7 +130,7 @@ def claim_worker(backend: str, target: str, claims: int, index: int,
         if claim is None:
             break
         governor.settle(claim, Usage(1234, "exact", "fake", None), now=now)
-        queue.finish(claim.dedupe_key, claim.owner)
+        queue.finish(claim.dedupe_key, claim.lease.owner)
     store.close()
     out.put((latencies, retries))
 

@@ -24,9 +24,11 @@ from service.budget.windows import WINDOWS
 from service.config.schema import BudgetConfig
 from service.model.jobs import Job
 from service.storage.ledger import WINDOW_SQL, window_params
-from service.storage.queue import CLAIMABLE_SQL, ReviewQueue
+from service.storage.queue_enqueue import enqueue
+from service.storage.queue_lease import CLAIMABLE_SQL
 from service.storage.sqlite import SqliteStore
 from service.storage.times import to_db_time
+from tests.kit.queue import QueueDriver
 
 PLAIN = ("SELECT COALESCE(SUM(COALESCE(used_tokens, reserved_tokens)), 0) FROM ledger"
          " WHERE reserved_at > ?")
@@ -53,13 +55,13 @@ def fill(store: SqliteStore, rows: int) -> None:
 def run(rows: int, cycles: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as d, SqliteStore(Path(d) / "bench.db") as store:
         fill(store, rows)
-        queue = ReviewQueue(store)
+        queue = QueueDriver(store)
         gov = Governor(store, CONFIG)
         with store.transaction() as conn:
             for n in range(cycles):
-                queue.enqueue(Job(kind="mention", repo="o/r", pr_number=100_000 + n,
+                enqueue(conn, Job(kind="mention", repo="o/r", pr_number=100_000 + n,
                                   actor_id=5, comment_id=n + 1, comment_source="issue"),
-                              now=NOW, conn=conn)
+                        now=NOW)
         latencies = []
         start = time.perf_counter()
         for i in range(cycles):
@@ -69,7 +71,7 @@ def run(rows: int, cycles: int) -> dict[str, float]:
             latencies.append(time.perf_counter() - t)
             assert claim is not None
             gov.settle(claim, Usage(1234, "exact", "fake", None), now=now)
-            queue.finish(claim.dedupe_key, claim.owner)
+            queue.finish(claim.dedupe_key, claim.lease.owner)
         elapsed = time.perf_counter() - start
         latencies.sort()
         # For comparison: the same three window sums read straight off the ledger rows.

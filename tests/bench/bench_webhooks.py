@@ -99,7 +99,6 @@ def serve(config_path: Path, port: int) -> None:
     from service.observe.logs import configure_logging
     from service.storage.agent_comments import AgentComments
     from service.storage.open import open_store
-    from service.storage.queue import ReviewQueue
 
     config = load_config(config_path, {})
     log_file = (config_path.parent / "server.log").open("w", encoding="utf-8")
@@ -107,7 +106,7 @@ def serve(config_path: Path, port: int) -> None:
     store = open_store(config.store)
     context = TriggerContext(config.triggers, APP_ID, "review-agent", AgentComments(store))
     app = create_app(
-        config=config, store=store, queue=ReviewQueue(store),
+        config=config, store=store,
         governor=Governor(store, config.budget), triggers=lambda: context,
         health=Health(store), clock=lambda: datetime.now(UTC),
     )

@@ -23,9 +23,10 @@ from service.budget.usage import Usage
 from service.budget.windows import WINDOWS, WindowState, limit_of, measure
 from service.config.schema import BudgetConfig
 from service.storage.database import Database
-from service.storage.queue import Claim, ReviewQueue
+from service.storage.queue import Claim
 from service.storage.sqlite import SqliteStore
 from service.storage.times import to_db_time
+from tests.kit.queue import QueueDriver
 from tests.queue_helpers import LEASE, T0, budget, mention
 
 DAY = timedelta(days=1)
@@ -45,7 +46,7 @@ def charge(store: SqliteStore, tokens: int, at: datetime, key: str) -> None:
             (key, tokens, tokens, to_db_time(at), to_db_time(at)))
 
 
-def claim_one(queue: ReviewQueue, gov: Governor, now: datetime, pr: int) -> Claim:
+def claim_one(queue: QueueDriver, gov: Governor, now: datetime, pr: int) -> Claim:
     queue.enqueue(mention(pr, pr), now=now)
     c = queue.claim(now=now, owner="w", admit=gov.admit)
     assert c is not None
@@ -62,7 +63,7 @@ def state(store: SqliteStore) -> BreakerState:
 def test_a_usage_limit_trips_until_the_reported_reset_and_calibrates(store: SqliteStore) -> None:
     config = budget(session_tokens=100_000, max_run_tokens=10_000)
     charge(store, 50_000, T0 - timedelta(hours=4, minutes=30), "mention:o/r:900:1")
-    queue, gov = ReviewQueue(store, lease=LEASE), Governor(store, config)
+    queue, gov = QueueDriver(store, lease=LEASE), Governor(store, config)
     c = claim_one(queue, gov, T0, 1)
     resets = T0 + timedelta(hours=2)
     assert gov.settle(c, Usage(0, "exact", "claude_code", None), now=T0,
@@ -90,7 +91,7 @@ def test_a_usage_limit_trips_until_the_reported_reset_and_calibrates(store: Sqli
 
 def test_without_a_reset_time_the_breaker_holds_for_the_session_window(
         store: SqliteStore) -> None:
-    queue, gov = ReviewQueue(store, lease=LEASE), Governor(store, budget())
+    queue, gov = QueueDriver(store, lease=LEASE), Governor(store, budget())
     c = claim_one(queue, gov, T0, 1)
     gov.settle(c, Usage(0, "exact", "e", None), now=T0, stop_reason="usage_limit")
     assert state(store).tripped_until == T0 + DEFAULT_TRIP == T0 + timedelta(hours=5)
@@ -117,7 +118,7 @@ def test_a_trip_while_tripped_extends_but_does_not_recalibrate_or_count(
 
 def test_settle_trips_even_when_the_reservation_was_no_longer_ours(store: SqliteStore) -> None:
     from dataclasses import replace
-    queue, gov = ReviewQueue(store, lease=LEASE), Governor(store, budget())
+    queue, gov = QueueDriver(store, lease=LEASE), Governor(store, budget())
     c = claim_one(queue, gov, T0, 1)
     stale = replace(c, lease=replace(c.lease, owner="someone-else"))
     assert gov.settle(stale, Usage(0, "exact", "e", None), now=T0,
@@ -126,7 +127,7 @@ def test_settle_trips_even_when_the_reservation_was_no_longer_ours(store: Sqlite
 
 
 def test_resets_at_needs_usage_limit_and_an_aware_time(store: SqliteStore) -> None:
-    queue, gov = ReviewQueue(store, lease=LEASE), Governor(store, budget())
+    queue, gov = QueueDriver(store, lease=LEASE), Governor(store, budget())
     c = claim_one(queue, gov, T0, 1)
     with pytest.raises(ValueError, match="usage_limit"):
         gov.settle(c, Usage(0, "exact", "e", None), now=T0, resets_at=T0 + DAY)
@@ -197,7 +198,7 @@ def test_reset_calibration_forgets_everything(store: SqliteStore) -> None:
 
 
 def test_an_unreadable_breaker_state_admits_nothing_until_reset(store: SqliteStore) -> None:
-    queue, gov = ReviewQueue(store, lease=LEASE), Governor(store, budget())
+    queue, gov = QueueDriver(store, lease=LEASE), Governor(store, budget())
     with store.transaction() as conn:
         conn.execute("INSERT INTO budget_state (key, value) VALUES ('calibrated_pct', 'lots')")
     queue.enqueue(mention(1, 1), now=T0)
@@ -227,7 +228,7 @@ def test_trips_become_rare_against_a_real_limit_below_the_configured_one(
     calibrations: list[int] = []
     violations: list[str] = []
     with SqliteStore(tmp_path / "sim.db") as store:
-        queue, gov = ReviewQueue(store, lease=LEASE), Governor(store, config)
+        queue, gov = QueueDriver(store, lease=LEASE), Governor(store, config)
 
         def checked(conn: sqlite3.Connection, claim: Claim, now: datetime) -> bool:
             ok = gov.admit(conn, claim, now)
@@ -259,7 +260,7 @@ def test_trips_become_rare_against_a_real_limit_below_the_configured_one(
                 else:
                     spent.append((now, tokens))
                     gov.settle(c, Usage(tokens, "exact", "fake", None), now=now)
-                queue.finish(c.dedupe_key, c.owner)
+                queue.finish(c.dedupe_key, c.lease.owner)
             now += timedelta(minutes=30)
 
     per_week = [sum(1 for t in trips if (t - T0) // timedelta(weeks=1) == week)

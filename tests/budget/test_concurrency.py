@@ -22,10 +22,11 @@ from service.budget.windows import WINDOWS, limit_of, measure
 from service.config.schema import BudgetConfig
 from service.storage.errors import STORE_ERRORS, is_contention
 from service.storage.postgres import PostgresStore
-from service.storage.queue import Claim, ReviewQueue
+from service.storage.queue import Claim
 from service.storage.sqlite import SqliteStore
 from service.storage.times import from_db_time
 from tests.databases import throwaway_database
+from tests.kit.queue import QueueDriver
 from tests.queue_helpers import T0, mention
 
 # Small limits so that the windows fill, refuse and free many times over the run.
@@ -98,7 +99,7 @@ def drive(path: str | Path, worker: int, claims: int, tick: Callable[[], datetim
     """One worker: claim, settle at a random-ish fraction, finish. Returns admitted count."""
     admitted = 0
     with open_at(path) as store:
-        queue = ReviewQueue(store, lease=timedelta(minutes=20))
+        queue = QueueDriver(store, lease=timedelta(minutes=20))
         # Its construction writes too (the shared policy row, once): it may meet the lock
         # like any other write while the other workers are already claiming.
         gov = retry_on_contention(lambda: Governor(store, CONFIG))
@@ -119,7 +120,7 @@ def drive(path: str | Path, worker: int, claims: int, tick: Callable[[], datetim
             used = (worker * 997 + i * 131) % (CONFIG.max_run_tokens + 1)
             retry_on_contention(lambda c=c, used=used, now=now: gov.settle(
                 c, Usage(used, "exact", "fake", None), now=now))
-            retry_on_contention(lambda c=c: queue.finish(c.dedupe_key, c.owner))
+            retry_on_contention(lambda c=c: queue.finish(c.dedupe_key, c.lease.owner))
     return admitted
 
 
@@ -136,7 +137,7 @@ def retry_on_contention(op: Callable[[], T]) -> T:
 
 def seed(path: str | Path, count: int) -> None:
     with open_at(path) as store:
-        queue = ReviewQueue(store)
+        queue = QueueDriver(store)
         for n in range(count):
             queue.enqueue(mention(n + 1, n + 1), now=T0 - timedelta(days=1))
 

@@ -16,9 +16,10 @@ from service.budget.governor import Governor
 from service.budget.ladder import Mode
 from service.budget.usage import Usage
 from service.storage.database import Database
-from service.storage.queue import Claim, ReviewQueue
+from service.storage.queue import Claim
 from service.storage.sqlite import SqliteStore
 from service.storage.times import to_db_time
+from tests.kit.queue import QueueDriver
 from tests.kit.thorough import examples
 from tests.queue_helpers import LEASE, T0, budget, mention, opened
 
@@ -28,13 +29,13 @@ def store(database: Database) -> Database:
     return database  # each test runs on SQLite and on PostgreSQL
 
 
-def run(queue: ReviewQueue, gov: Governor, now: datetime, pr: int, tokens: int,
+def run(queue: QueueDriver, gov: Governor, now: datetime, pr: int, tokens: int,
         cost: float | None) -> Claim:
     queue.enqueue(mention(pr, pr), now=now)
     c = queue.claim(now=now, owner="w", admit=gov.admit)
     assert c is not None
     assert gov.settle(c, Usage(tokens, "exact", "claude_code", "m", cost_usd=cost), now=now)
-    assert queue.finish(c.dedupe_key, c.owner)
+    assert queue.finish(c.dedupe_key, c.lease.owner)
     return c
 
 
@@ -53,7 +54,7 @@ def test_the_four_original_fields_keep_their_positions() -> None:
 
 
 def test_settle_stores_the_cost_and_the_windows_show_it(store: SqliteStore) -> None:
-    queue, gov = ReviewQueue(store, lease=LEASE), Governor(store, budget())
+    queue, gov = QueueDriver(store, lease=LEASE), Governor(store, budget())
     run(queue, gov, T0 - timedelta(days=2), 1, 1_000, 0.25)     # weekly only
     run(queue, gov, T0 - timedelta(hours=10), 2, 1_000, 0.125)  # daily and weekly
     run(queue, gov, T0 - timedelta(hours=1), 3, 1_000, 0.0625)  # all three
@@ -124,7 +125,7 @@ def test_the_cost_query_reads_hours_not_rows(sqlite_store: SqliteStore) -> None:
 def test_without_priced_runs_a_run_is_estimated_at_the_default_rate(store: SqliteStore) -> None:
     # 10 000 tokens at $15 per million: $0.15 a run; $1.00 pays for six reservations.
     config = budget(max_run_tokens=10_000, monthly_usd=1.0)
-    queue, gov = ReviewQueue(store, lease=LEASE), Governor(store, config)
+    queue, gov = QueueDriver(store, lease=LEASE), Governor(store, config)
     for n in range(1, 9):
         queue.enqueue(mention(n, n), now=T0)
     held = 0
@@ -145,7 +146,7 @@ def test_without_priced_runs_a_run_is_estimated_at_the_default_rate(store: Sqlit
 
 def test_the_rate_is_observed_once_five_runs_reported_a_cost(store: SqliteStore) -> None:
     config = budget(max_run_tokens=10_000, monthly_usd=100.0)
-    queue, gov = ReviewQueue(store, lease=LEASE), Governor(store, config)
+    queue, gov = QueueDriver(store, lease=LEASE), Governor(store, config)
     for n in range(1, 5):  # $0.02 for 4 000 tokens: $5 per million
         run(queue, gov, T0 - timedelta(days=1, minutes=n), n, 4_000, 0.02)
     assert gov.snapshot(T0).monthly.rate.observed is False  # type: ignore[union-attr]
@@ -159,7 +160,7 @@ def test_the_rate_is_observed_once_five_runs_reported_a_cost(store: SqliteStore)
 
 def test_runs_without_a_reported_cost_are_charged_at_the_rate(store: SqliteStore) -> None:
     config = budget(max_run_tokens=10_000, monthly_usd=0.5)
-    queue, gov = ReviewQueue(store, lease=LEASE), Governor(store, config)
+    queue, gov = QueueDriver(store, lease=LEASE), Governor(store, config)
     run(queue, gov, T0 - timedelta(days=3), 1, 20_000 // 2, None)  # 10 000 tokens: $0.15
     run(queue, gov, T0 - timedelta(days=2), 2, 10_000, 0.04)
     monthly = gov.snapshot(T0).monthly
@@ -177,7 +178,7 @@ def test_runs_without_a_reported_cost_are_charged_at_the_rate(store: SqliteStore
 
 def test_the_dollar_window_is_on_the_ladder(store: SqliteStore) -> None:
     config = budget(max_run_tokens=10_000, monthly_usd=1.0)
-    queue, gov = ReviewQueue(store, lease=LEASE), Governor(store, config)
+    queue, gov = QueueDriver(store, lease=LEASE), Governor(store, config)
     run(queue, gov, T0 - timedelta(days=1), 1, 1_000, 0.6)
     assert gov.snapshot(T0).mode is Mode.REDUCED
     run(queue, gov, T0 - timedelta(hours=23), 2, 1_000, 0.25)
@@ -185,7 +186,7 @@ def test_the_dollar_window_is_on_the_ladder(store: SqliteStore) -> None:
     queue.enqueue(opened(3), now=T0)
     queue.enqueue(mention(4, 4), now=T0 + timedelta(seconds=1))
     c = queue.claim(now=T0 + timedelta(seconds=2), owner="w", admit=gov.admit)
-    assert c is not None and c.kind == "mention"
+    assert c is not None and c.job.kind == "mention"
     refusal = gov.refusals["pr_opened:o/r:3:" + "a" * 40]
     assert (refusal.reason, refusal.window) == ("mention_only", "monthly")
     gov.settle(c, Usage(1_000, "exact", "e", None, cost_usd=0.2), now=T0)
@@ -196,7 +197,7 @@ def test_the_dollar_window_is_on_the_ladder(store: SqliteStore) -> None:
 
 
 def test_without_a_monthly_cap_dollars_are_shown_but_never_refuse(store: SqliteStore) -> None:
-    queue, gov = ReviewQueue(store, lease=LEASE), Governor(store, budget())
+    queue, gov = QueueDriver(store, lease=LEASE), Governor(store, budget())
     run(queue, gov, T0 - timedelta(days=1), 1, 1_000, 500.0)
     snap = gov.snapshot(T0)
     assert snap.mode is Mode.FULL

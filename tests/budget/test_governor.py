@@ -13,9 +13,9 @@ from service.budget.usage import Usage
 from service.budget.windows import measure
 from service.config.schema import BudgetConfig
 from service.storage.database import Database
-from service.storage.queue import ReviewQueue
 from service.storage.sqlite import SqliteStore
 from service.storage.times import to_db_time
+from tests.kit.queue import QueueDriver
 from tests.queue_helpers import LEASE, T0, budget, mention, opened
 
 
@@ -52,8 +52,8 @@ def window_charge(store: SqliteStore, now: datetime, config: BudgetConfig) -> di
         return {w.name: w.charged for w in measure(conn, now, config)}
 
 
-def setup(store: SqliteStore, config: BudgetConfig) -> tuple[ReviewQueue, Governor]:
-    return ReviewQueue(store, lease=LEASE), Governor(store, config)
+def setup(store: SqliteStore, config: BudgetConfig) -> tuple[QueueDriver, Governor]:
+    return QueueDriver(store, lease=LEASE), Governor(store, config)
 
 
 # -- limits ---------------------------------------------------------------------------------
@@ -117,7 +117,7 @@ def test_mention_only_refuses_pr_opened_but_admits_the_mention_behind_it(
     queue.enqueue(opened(1), now=T0)
     queue.enqueue(mention(2, 20), now=T0 + timedelta(seconds=1))
     c = queue.claim(now=T0 + timedelta(seconds=2), owner="w", admit=gov.admit)
-    assert c is not None and c.kind == "mention"
+    assert c is not None and c.job.kind == "mention"
     head = queue.get("pr_opened:o/r:1:" + "a" * 40)
     assert head is not None and head.status == "pending" and head.attempts == 0
     refusal = gov.refusals[head.dedupe_key]
@@ -250,7 +250,7 @@ def test_a_crashed_attempts_reservation_is_closed_as_lost_and_still_counts(
     assert first is not None
     # The worker dies. Restarted with the same owner, it claims the row again.
     second = queue.claim(now=T0 + LEASE, owner="h:1:0", admit=gov.admit)
-    assert second is not None and second.attempts == 2
+    assert second is not None and second.lease.attempt == 2
     rows = ledger(store)
     assert [(r[3], r[4], r[5], r[8], r[9]) for r in rows] == [
         (10_000, 10_000, "unavailable", "lost", 1),

@@ -23,10 +23,11 @@ from service.budget.usage import Usage
 from service.budget.windows import measure, measure_actor
 from service.storage.database import Database, Transaction
 from service.storage.postgres import PostgresStore
-from service.storage.queue import Claim, ReviewQueue
+from service.storage.queue import Claim
 from service.storage.sqlite import SqliteStore
 from service.storage.times import to_db_time
 from tests.databases import BACKENDS, throwaway_database
+from tests.kit.queue import QueueDriver
 from tests.queue_helpers import LEASE, T0, budget, drain_racing, mention
 
 ACME, GLOBEX = 101, 202
@@ -66,7 +67,7 @@ def store(database: Database) -> Database:
 
 
 def test_a_reservation_is_charged_to_its_repositorys_installation(store: Database) -> None:
-    queue, gov = ReviewQueue(store, lease=LEASE), Governor(store, budget())
+    queue, gov = QueueDriver(store, lease=LEASE), Governor(store, budget())
     queue.enqueue(mention(1, 1, repo="acme/lib"), now=T0)
     queue.enqueue(mention(2, 2, repo="initech/new"), now=T0)  # not known to be installed
     first = queue.claim(now=T0, owner="a", admit=gov.admit)
@@ -81,24 +82,24 @@ def test_an_installation_at_its_share_waits_while_another_is_admitted(store: Dat
     at = T0 - timedelta(hours=2)
     charge(store, 25_000, at, key="k1", repo="acme/app")
     charge(store, 20_000, at + timedelta(minutes=1), key="k2", repo="acme/lib")
-    queue, gov = ReviewQueue(store, lease=LEASE), Governor(store, config)
+    queue, gov = QueueDriver(store, lease=LEASE), Governor(store, config)
     queue.enqueue(mention(1, 1, repo="acme/app", actor=5), now=T0)
     queue.enqueue(mention(2, 2, repo="globex/site", actor=5), now=T0 + timedelta(seconds=1))
     claimed = queue.claim(now=T0, owner="w", admit=gov.admit)
     # ACME's two repositories hold 45 000 of its 50 000: no room for a run of 10 000.
-    assert claimed is not None and claimed.repo == "globex/site"
+    assert claimed is not None and claimed.job.repo == "globex/site"
     refusal = gov.refusals["mention:acme/app:1:1"]
     assert (refusal.reason, refusal.window, refusal.frees_at) == (
         "per_installation", "session", at + timedelta(hours=5))
     assert queue.get("mention:acme/app:1:1").attempts == 0  # type: ignore[union-attr]
     # When the older charge leaves the session window, ACME's request is admitted.
     later = queue.claim(now=at + timedelta(hours=5), owner="w2", admit=gov.admit)
-    assert later is not None and later.repo == "acme/app"
+    assert later is not None and later.job.repo == "acme/app"
 
 
 def test_without_a_share_one_installation_may_use_the_whole_window(store: Database) -> None:
     config = budget(session_tokens=30_000, max_run_tokens=10_000)
-    queue, gov = ReviewQueue(store, lease=LEASE), Governor(store, config)
+    queue, gov = QueueDriver(store, lease=LEASE), Governor(store, config)
     for n in range(1, 5):
         queue.enqueue(mention(n, n, repo="acme/app"), now=T0)
     taken = 0
@@ -107,17 +108,17 @@ def test_without_a_share_one_installation_may_use_the_whole_window(store: Databa
     assert taken == 3
 
 
-def run_once(queue: ReviewQueue, gov: Governor, now: datetime) -> Claim | None:
+def run_once(queue: QueueDriver, gov: Governor, now: datetime) -> Claim | None:
     c = queue.claim(now=now, owner="w", admit=gov.admit)
     if c is not None:
         assert gov.settle(c, Usage(1_000, "exact", "e", None), now=now)
-        assert queue.finish(c.dedupe_key, c.owner)
+        assert queue.finish(c.dedupe_key, c.lease.owner)
     return c
 
 
 def test_a_repository_at_its_daily_cap_waits_while_others_go_on(store: Database) -> None:
     config = budget(repository_reviews_per_day=(("acme/app", 2),))
-    queue, gov = ReviewQueue(store, lease=LEASE), Governor(store, config)
+    queue, gov = QueueDriver(store, lease=LEASE), Governor(store, config)
     for n in (1, 2, 3):
         queue.enqueue(mention(n, n, repo="acme/app"), now=T0)
     queue.enqueue(mention(9, 9, repo="acme/lib"), now=T0 + timedelta(seconds=1))
@@ -125,7 +126,7 @@ def test_a_repository_at_its_daily_cap_waits_while_others_go_on(store: Database)
     assert run_once(queue, gov, first) is not None
     assert run_once(queue, gov, first + timedelta(hours=1)) is not None
     other = run_once(queue, gov, first + timedelta(hours=2))
-    assert other is not None and other.repo == "acme/lib"  # the same installation, uncapped
+    assert other is not None and other.job.repo == "acme/lib"  # the same installation, uncapped
     refusal = gov.refusals["mention:acme/app:3:3"]
     assert (refusal.reason, refusal.frees_at) == ("repository", first + timedelta(hours=24))
     assert run_once(queue, gov, first + timedelta(hours=23, minutes=59)) is None
@@ -185,7 +186,7 @@ def test_two_installations_racing_each_stop_at_their_share(tmp_path: Path, name:
         with opener() as setup:
             install(setup, "acme/app", ACME)
             install(setup, "globex/site", GLOBEX)
-            queue = ReviewQueue(setup, lease=LEASE)
+            queue = QueueDriver(setup, lease=LEASE)
             for n in range(30):  # thirty different people: the per-person cap plays no part
                 queue.enqueue(mention(100 + n, n, repo="acme/app", actor=1000 + n), now=T0)
             for n in range(30):
@@ -193,7 +194,7 @@ def test_two_installations_racing_each_stop_at_their_share(tmp_path: Path, name:
                               now=T0 + timedelta(seconds=1))
             Governor(setup, config)  # publishes the shared policy once, before the race
         def within_share(conn: Transaction, claim: Claim, now: datetime) -> list[str]:
-            inst = ACME if claim.repo == "acme/app" else GLOBEX
+            inst = ACME if claim.job.repo == "acme/app" else GLOBEX
             return [f"{inst} {mine}" for window, mine in zip(
                 measure(conn, now, config), measure_actor(conn, now, inst, installation=True),
                 strict=True) if mine.charged > window.limit // 2]

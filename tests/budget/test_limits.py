@@ -14,9 +14,10 @@ from service.budget.ladder import Mode
 from service.budget.usage import Usage
 from service.budget.windows import measure, measure_actor
 from service.storage.database import Database, Transaction
-from service.storage.queue import Claim, ReviewQueue
+from service.storage.queue import Claim
 from service.storage.sqlite import SqliteStore
 from service.storage.times import to_db_time
+from tests.kit.queue import QueueDriver
 from tests.queue_helpers import LEASE, T0, budget, drain_racing, mention, opened
 
 
@@ -52,11 +53,11 @@ def test_reduced_starts_at_exactly_60_percent(store: SqliteStore, charged: int,
 def test_a_reduced_run_is_admitted_recorded_and_reported_to_the_worker(
         store: SqliteStore) -> None:
     charge(store, 60_000, T0 - timedelta(hours=1), key="k")
-    queue = ReviewQueue(store, lease=LEASE)
+    queue = QueueDriver(store, lease=LEASE)
     gov = Governor(store, budget(session_tokens=100_000, max_run_tokens=10_000))
     queue.enqueue(opened(1), now=T0)  # automatic reviews still run, reduced
     c = queue.claim(now=T0, owner="w", admit=gov.admit)
-    assert c is not None and c.kind == "pr_opened"
+    assert c is not None and c.job.kind == "pr_opened"
     with store.read() as conn:
         (mode,) = conn.execute("SELECT mode FROM ledger WHERE dedupe_key = ?",
                                (c.dedupe_key,)).fetchone()
@@ -68,7 +69,7 @@ def test_a_reduced_run_is_admitted_recorded_and_reported_to_the_worker(
 
 
 def test_full_and_mention_only_runs_tell_the_engine_what_to_do(store: SqliteStore) -> None:
-    queue = ReviewQueue(store, lease=LEASE)
+    queue = QueueDriver(store, lease=LEASE)
     gov = Governor(store, budget(session_tokens=100_000, max_run_tokens=5_000))
     queue.enqueue(mention(1, 1), now=T0)
     first = queue.claim(now=T0, owner="a", admit=gov.admit)
@@ -85,17 +86,17 @@ def test_full_and_mention_only_runs_tell_the_engine_what_to_do(store: SqliteStor
 
 # -- the pacer --------------------------------------------------------------------------------
 
-def run_once(queue: ReviewQueue, gov: Governor, now: datetime, *, tokens: int = 1_000,
+def run_once(queue: QueueDriver, gov: Governor, now: datetime, *, tokens: int = 1_000,
              stop: str = "completed") -> Claim | None:
     c = queue.claim(now=now, owner="w", admit=gov.admit)
     if c is not None:
         assert gov.settle(c, Usage(tokens, "exact", "e", None), now=now, stop_reason=stop)
-        assert queue.finish(c.dedupe_key, c.owner)
+        assert queue.finish(c.dedupe_key, c.lease.owner)
     return c
 
 
 def test_the_pacer_admits_max_reviews_per_pr_runs_per_24_hours(store: SqliteStore) -> None:
-    queue = ReviewQueue(store, lease=LEASE)
+    queue = QueueDriver(store, lease=LEASE)
     gov = Governor(store, budget(max_reviews_per_pr=2))
     for n in (1, 2, 3):
         queue.enqueue(mention(1, n), now=T0)
@@ -105,7 +106,7 @@ def test_the_pacer_admits_max_reviews_per_pr_runs_per_24_hours(store: SqliteStor
     assert run_once(queue, gov, first + timedelta(hours=1)) is not None
     # The third run of pull request 1 is refused; the walk moves on to pull request 2.
     other = run_once(queue, gov, first + timedelta(hours=2))
-    assert other is not None and other.pr_number == 2
+    assert other is not None and other.job.pr_number == 2
     refusal = gov.refusals["mention:o/r:1:3"]
     assert (refusal.reason, refusal.window, refusal.frees_at) == (
         "pacer", None, first + timedelta(hours=24))
@@ -124,7 +125,7 @@ def test_the_pacer_admits_max_reviews_per_pr_runs_per_24_hours(store: SqliteStor
 def test_what_the_pacer_counts(store: SqliteStore, stop: str, tokens: int,
                                counts: bool) -> None:
     gov = Governor(store, budget(max_reviews_per_pr=1))
-    queue = ReviewQueue(store, lease=LEASE)
+    queue = QueueDriver(store, lease=LEASE)
     charge(store, tokens, T0 - timedelta(hours=1), key="mention:o/r:1:0", repo="o/r", pr=1,
            stop=stop)
     charge(store, 5_000, T0 - timedelta(hours=1), key="x", repo="o/other", pr=1)
@@ -134,7 +135,7 @@ def test_what_the_pacer_counts(store: SqliteStore, stop: str, tokens: int,
 
 def test_a_retried_attempt_is_not_paced_by_its_own_predecessor(store: SqliteStore) -> None:
     gov = Governor(store, budget(max_reviews_per_pr=1))
-    queue = ReviewQueue(store, lease=LEASE)
+    queue = QueueDriver(store, lease=LEASE)
     queue.enqueue(mention(1, 1), now=T0)
     queue.enqueue(mention(1, 2), now=T0)
     assert queue.claim(now=T0, owner="a", admit=gov.admit) is not None
@@ -153,11 +154,11 @@ def test_a_person_at_their_cap_waits_while_others_are_admitted(store: SqliteStor
     config = budget(session_tokens=100_000, max_run_tokens=10_000, per_actor_pct=50)
     at = T0 - timedelta(hours=2)
     charge(store, 45_000, at, key="k", actor=5)
-    queue, gov = ReviewQueue(store, lease=LEASE), Governor(store, config)
+    queue, gov = QueueDriver(store, lease=LEASE), Governor(store, config)
     queue.enqueue(mention(1, 1, actor=5), now=T0)
     queue.enqueue(opened(2, actor=6), now=T0 + timedelta(seconds=1))
     c = queue.claim(now=T0, owner="w", admit=gov.admit)
-    assert c is not None and c.actor_id == 6
+    assert c is not None and c.job.actor_id == 6
     refusal = gov.refusals["mention:o/r:1:1"]
     assert (refusal.reason, refusal.window, refusal.frees_at) == (
         "per_actor", "session", at + timedelta(hours=5))
@@ -166,7 +167,7 @@ def test_a_person_at_their_cap_waits_while_others_are_admitted(store: SqliteStor
 
 def test_the_cap_is_a_share_of_the_calibrated_limits(store: SqliteStore) -> None:
     config = budget(session_tokens=100_000, max_run_tokens=10_000, per_actor_pct=50)
-    queue, gov = ReviewQueue(store, lease=LEASE), Governor(store, config)
+    queue, gov = QueueDriver(store, lease=LEASE), Governor(store, config)
     charge(store, 25_000, T0 - timedelta(hours=1), key="k", actor=5)
     queue.enqueue(mention(1, 1, actor=5), now=T0)
     queue.enqueue(mention(2, 2, actor=6), now=T0 + timedelta(seconds=1))
@@ -175,17 +176,17 @@ def test_the_cap_is_a_share_of_the_calibrated_limits(store: SqliteStore) -> None
         write_breaker(conn, BreakerState(calibrated_pct=60, last_trip_at=T0,
                                          tripped_until=T0 - timedelta(hours=1), trips=(T0,)))
     c = queue.claim(now=T0, owner="w", admit=gov.admit)
-    assert c is not None and c.actor_id == 6
+    assert c is not None and c.job.actor_id == 6
     assert gov.refusals["mention:o/r:1:1"].reason == "per_actor"
     # At 100 % the cap is 50 000 with 25 000 left: the same request is admitted.
     gov.reset_calibration()
     c = queue.claim(now=T0, owner="w2", admit=gov.admit)
-    assert c is not None and c.actor_id == 5
+    assert c is not None and c.job.actor_id == 5
 
 
 def test_without_a_cap_one_person_may_use_the_whole_window(store: SqliteStore) -> None:
     config = budget(session_tokens=30_000, max_run_tokens=10_000)
-    queue, gov = ReviewQueue(store, lease=LEASE), Governor(store, config)
+    queue, gov = QueueDriver(store, lease=LEASE), Governor(store, config)
     for n in range(1, 5):
         queue.enqueue(mention(n, n, actor=5), now=T0)
     taken = 0
@@ -201,7 +202,7 @@ def test_two_people_racing_each_stop_at_their_cap(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     config = budget(session_tokens=100_000, max_run_tokens=10_000, per_actor_pct=50)
     with SqliteStore(path) as store:
-        queue = ReviewQueue(store, lease=LEASE)
+        queue = QueueDriver(store, lease=LEASE)
         for n in range(30):
             queue.enqueue(mention(100 + n, n, actor=1), now=T0)
         for n in range(30):
@@ -209,8 +210,8 @@ def test_two_people_racing_each_stop_at_their_cap(tmp_path: Path) -> None:
         Governor(store, config)  # publishes the shared policy once, before the race
 
     def within_share(conn: Transaction, claim: Claim, now: datetime) -> list[str]:
-        return [f"{claim.actor_id} {mine}" for window, mine in zip(
-            measure(conn, now, config), measure_actor(conn, now, claim.actor_id),
+        return [f"{claim.job.actor_id} {mine}" for window, mine in zip(
+            measure(conn, now, config), measure_actor(conn, now, claim.job.actor_id),
             strict=True) if mine.charged > window.limit // 2]
 
     assert drain_racing(lambda: SqliteStore(path), config, within_share) == []

@@ -11,9 +11,9 @@ import pytest
 
 from service.budget.governor import Governor
 from service.budget.policy import SHARED_FIELDS, parse_policy, read_policy
-from service.storage.queue import ReviewQueue
 from service.storage.sqlite import SqliteStore
 from service.storage.times import to_db_time
+from tests.kit.queue import QueueDriver
 from tests.queue_helpers import LEASE, T0, budget, mention
 
 WRITTEN = T0.replace(hour=8)
@@ -63,7 +63,7 @@ def test_two_governors_with_different_configs_obey_the_row(
     with caplog.at_level(logging.WARNING, logger="service.budget"):
         ga = Governor(a, wide, authority="alpha", clock=lambda: WRITTEN)
         gb = Governor(b, narrow, authority="beta", clock=lambda: WRITTEN)
-        qa, qb = ReviewQueue(a, lease=LEASE), ReviewQueue(b, lease=LEASE)
+        qa, qb = QueueDriver(a, lease=LEASE), QueueDriver(b, lease=LEASE)
         for n in range(1, 5):
             qa.enqueue(mention(n, n), now=T0)
         # Three runs fit the row's 30 000-token session, whichever process claims them:
@@ -119,7 +119,7 @@ def test_disabled_in_the_row_stops_every_process(two: tuple[SqliteStore, SqliteS
     a, b = two
     Governor(a, budget(enabled=False), authority="alpha")
     gb = Governor(b, budget(), authority="beta")
-    q = ReviewQueue(b, lease=LEASE)
+    q = QueueDriver(b, lease=LEASE)
     q.enqueue(mention(1, 1), now=T0)
     assert q.claim(now=T0, owner="b", admit=gb.admit) is None
     assert gb.refusals["mention:o/r:1:1"].reason == "disabled"
@@ -144,7 +144,7 @@ def test_an_unreadable_row_keeps_the_local_config_and_says_so_once(
         gov = Governor(store, budget(session_tokens=30_000, max_run_tokens=10_000))
         with store.transaction() as conn:
             conn.execute("UPDATE budget_policy SET policy = ?", (text,))
-        q = ReviewQueue(store, lease=LEASE)
+        q = QueueDriver(store, lease=LEASE)
         q.enqueue(mention(1, 1), now=T0)
         with caplog.at_level(logging.ERROR, logger="service.budget"):
             assert q.claim(now=T0, owner="w", admit=gov.admit) is not None

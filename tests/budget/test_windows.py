@@ -11,7 +11,7 @@ from hypothesis import given, settings
 
 from service.budget.windows import WINDOWS, measure
 from service.storage.ledger import WINDOW_SQL, window_params
-from service.storage.queue import CLAIMABLE_SQL
+from service.storage.queue_lease import CLAIMABLE_SQL
 from service.storage.sqlite import SqliteStore
 from service.storage.times import to_db_time
 from tests.kit.thorough import examples

@@ -48,10 +48,10 @@ from service.publish.github import GitHubPublisher
 from service.publish.retry import republish_pending
 from service.review.installations import Installations
 from service.storage.open import open_store
-from service.storage.queue import ReviewQueue
 from service.storage.times import from_db_time
 from tests.chaos.accounting import Limits, Report, Trigger, charge, classify
 from tests.chaos.rig import ROOT, SLUG, ChaosRig, RigSettings
+from tests.kit.queue import QueueDriver
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -221,7 +221,7 @@ def _run(rig: ChaosRig, settings: ChaosSettings, rng: random.Random, seed: int,
         """Publish the big policy (with the killed host down; on two hosts the other runs
         on): every row reserved before the returned instant was admitted under the tight
         one. That holds because a claim is stamped inside its transaction (the workers
-        pass ``ReviewQueue.claim`` the clock), never before a wait for its connection."""
+        pass ``QueueDriver.claim`` the clock), never before a wait for its connection."""
         at = datetime.now(UTC)
         publish_policy(big)
         limits.append(Limits(at, settings.big_session_tokens, tight.weekly_tokens // 7,
@@ -443,7 +443,7 @@ async def publish_after_lease(rig: ChaosRig, config_path: Path) -> int:
                 store=store, github=github, installations=Installations(store, github),
                 governor=governor, config=lambda: config.checks,
                 publish=lambda: config.publish, clock=later,
-                max_attempts=ReviewQueue(store).max_attempts)
+                max_attempts=QueueDriver(store).max_attempts)
             for _ in range(10):
                 if not await check_runs.sync(later()):
                     break

@@ -17,8 +17,8 @@ from service.budget.policy import read_policy
 from service.budget.usage import Usage
 from service.cli.main import main
 from service.config.strict_yaml import load_config
-from service.storage.queue import ReviewQueue
 from service.storage.sqlite import SqliteStore
+from tests.kit.queue import QueueDriver
 from tests.queue_helpers import mention
 
 
@@ -53,7 +53,7 @@ def spend(config_file: Path, *, tokens: int, cost: float | None, trip: bool = Fa
     config = load_config(config_file, {})
     now = datetime.now(UTC) - timedelta(minutes=1)
     with SqliteStore(config.store.path) as store:
-        queue, gov = ReviewQueue(store), Governor(store, config.budget, authority="daemon")
+        queue, gov = QueueDriver(store), Governor(store, config.budget, authority="daemon")
         queue.enqueue(mention(1, 1), now=now)
         c = queue.claim(now=now, owner="w", admit=gov.admit)
         assert c is not None

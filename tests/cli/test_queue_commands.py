@@ -17,9 +17,9 @@ from service.cli.main import main
 from service.storage import queue as queue_table
 from service.storage import runs
 from service.storage.database import Database
-from service.storage.queue import ReviewQueue
 from service.storage.sqlite import SqliteStore
 from tests.kit.paths import CHECKOUT
+from tests.kit.queue import QueueDriver
 from tests.queue_helpers import mention, opened
 
 NOW = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
@@ -52,7 +52,7 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     return code, captured.out, captured.err
 
 
-def abandon(queue: ReviewQueue, key: str) -> None:
+def abandon(queue: QueueDriver, key: str) -> None:
     """Use every attempt of ``key`` (each worker died), so the next claim abandons it."""
     at = NOW
     for attempt in range(queue.max_attempts):
@@ -67,7 +67,7 @@ def abandon(queue: ReviewQueue, key: str) -> None:
 def test_a_stuck_row_is_listed_shown_and_retried_with_one_command(
         config: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with store_of(config) as store:
-        queue = ReviewQueue(store)
+        queue = QueueDriver(store)
         queue.enqueue(opened(1), now=NOW)
         abandon(queue, KEY)
         queue.enqueue(mention(2, 5), now=NOW + timedelta(seconds=1))
@@ -89,18 +89,18 @@ def test_a_stuck_row_is_listed_shown_and_retried_with_one_command(
     code, out, _ = run_cli(capsys, "queue", "retry", KEY, "--config", str(config))
     assert code == 0 and "abandoned -> pending, attempts reset" in out
     with store_of(config) as store:
-        row_after = ReviewQueue(store).get(KEY)
+        row_after = QueueDriver(store).get(KEY)
         assert row_after is not None
         assert (row_after.status, row_after.attempts, row_after.owner) == ("pending", 0, None)
         # …and the service claims it as any other pending row.
-        claim = ReviewQueue(store).claim(now=datetime.now(UTC), owner="worker")
+        claim = QueueDriver(store).claim(now=datetime.now(UTC), owner="worker")
         assert claim is not None and claim.dedupe_key == KEY
 
 
 def test_what_the_service_owns_is_refused_with_a_reason(
         config: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with store_of(config) as store:
-        queue = ReviewQueue(store)
+        queue = QueueDriver(store)
         queue.enqueue(opened(1), now=NOW)
         queue.enqueue(mention(2, 5), now=NOW)
         claim = queue.claim(now=NOW, owner="host-1:worker-0")
@@ -121,7 +121,7 @@ def test_what_the_service_owns_is_refused_with_a_reason(
     code, _, err = run_cli(capsys, "queue", "show", "no-such-key", "--config", str(config))
     assert code == 1 and "no queue row 'no-such-key'" in err
     with store_of(config) as store:
-        held = ReviewQueue(store).get(running)
+        held = QueueDriver(store).get(running)
         assert held is not None and (held.status, held.owner) == ("claimed", "host-1:worker-0")
 
 
@@ -179,13 +179,13 @@ def test_a_failed_post_and_a_dry_run_are_published_again_with_one_command(
 
 
 def test_the_storage_steps_hold_on_both_backends(database: Database) -> None:
-    queue = ReviewQueue(database, max_attempts=1)
+    queue = QueueDriver(database, max_attempts=1)
     queue.enqueue(opened(1), now=NOW)
     abandon(queue, KEY)
     with database.transaction() as tx:
-        assert queue_table.retry_in(tx, KEY)
-        assert not queue_table.retry_in(tx, KEY)  # pending now: nothing to do
-        assert queue_table.cancel_in(tx, KEY)
+        assert queue_table.retry(tx, KEY)
+        assert not queue_table.retry(tx, KEY)  # pending now: nothing to do
+        assert queue_table.cancel(tx, KEY)
         assert [r.status for r in queue_table.listing(tx, statuses=["cancelled"])] == [
             "cancelled"]
     _record(database, "k", failed=True)
@@ -202,7 +202,7 @@ def test_a_listing_cut_short_by_its_reader_ends_quietly(config: Path) -> None:
     import os
     import subprocess
     import sys
-    queue = ReviewQueue(store_of(config))
+    queue = QueueDriver(store_of(config))
     for n in range(2000):
         queue.enqueue(opened(n + 1, f"{n:040x}"), now=NOW)
     root = CHECKOUT

@@ -5,7 +5,7 @@ is settled as ``infrastructure`` and handed back; the attempt counts, and after 
 row is abandoned. Handed back as plain ``pending`` it was claimed again at once, so a
 GitHub outage of a few seconds (the client's own retries included, about 15 s) used all
 three attempts and abandoned the request. Now a failed attempt makes the row wait
-(``JobSettings.retry_delays``: 1 minute, then 4) before it can be claimed again, so the
+(``Tuning.retry_delays``: 1 minute, then 4) before it can be claimed again, so the
 three attempts span minutes of outage, not seconds; a job cancelled because the process
 is stopping is handed back without a wait.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from service.storage.queue import ReviewQueue
+from tests.kit.queue import QueueDriver
 from tests.worker_helpers import build_sim, close_sim
 
 
@@ -32,7 +32,7 @@ async def test_a_job_failed_by_github_waits_before_its_next_attempt(tmp_path: Pa
                                                path_glob=f"/repos/*/pulls/{pr.number}",
                                                status=502, times=None)
         runner = sim.runner()
-        delays = runner.settings.retry_delays
+        delays = runner.tuning.retry_delays
         assert delays == (timedelta(minutes=1), timedelta(minutes=4))
 
         await runner(sim.claim())  # attempt 1 fails on GitHub
@@ -65,7 +65,7 @@ async def test_a_job_failed_by_github_waits_before_its_next_attempt(tmp_path: Pa
 def test_a_row_released_with_a_time_is_not_claimable_before_it(tmp_path: Path) -> None:
     sim = build_sim(tmp_path)
     try:
-        queue = ReviewQueue(sim.store)
+        queue = QueueDriver(sim.store)
         pr = sim.open_pr({"src/new.py": "x = 1\n"})
         key = sim.enqueue_opened(pr)
         claim = queue.claim(now=sim.now(), owner="w1")
@@ -74,7 +74,7 @@ def test_a_row_released_with_a_time_is_not_claimable_before_it(tmp_path: Path) -
         assert queue.release(key, "w1", not_before=later)
         assert queue.claim(now=later - timedelta(seconds=1), owner="w2") is None
         again = queue.claim(now=later, owner="w2")
-        assert again is not None and (again.dedupe_key, again.attempts) == (key, 2)
+        assert again is not None and (again.dedupe_key, again.lease.attempt) == (key, 2)
         assert queue.release(key, "w2")  # without a time: claimable at once
         assert queue.claim(now=later, owner="w3") is not None
     finally:

@@ -18,7 +18,6 @@ from service.intake.rules.decisions import Decline, Ignore, TriggerContext
 from service.storage import posted_findings, summaries
 from service.storage.database import Database
 from service.storage.posted_findings import PostedFinding
-from service.storage.queue import ReviewQueue
 from tests.poller_rig import REPO, T0, PollerRig, poller_rig  # noqa: F401 - the `rig` fixture
 from tests.simulator.harness import APP_ID, SAMPLE_DIFF
 from tests.simulator.models import ReviewComment
@@ -99,13 +98,12 @@ def test_applying_a_decline_marks_only_the_apps_open_finding_it_answers(
         database: Database) -> None:
     store, now = database, T0
     _remember(store, now, 41, 42)
-    queue = ReviewQueue(store)
     decisions = [Decided(Decline(REPO, 3, 41, "bob"), now),
                  Decided(Decline(REPO, 3, 41, "alice"), now),   # settled already
                  Decided(Decline(REPO, 3, 500, "bob"), now),    # someone else's thread
                  Decided(Decline(REPO, 4, 42, "bob"), now)]     # another pull request
     with store.transaction() as tx:
-        applied = apply_decisions(tx, queue, decisions)
+        applied = apply_decisions(tx, decisions)
     assert [a.declined for a in applied] == [["f41"], [], [], []]
     assert _states(store) == {"f41": "declined", "f42": "open"}
     with store.read() as tx:  # the summary's count of open findings is now behind

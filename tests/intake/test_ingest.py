@@ -10,9 +10,9 @@ from service.intake.ingest import Applied, Decided, apply_decisions
 from service.intake.rules.decisions import Close, Decision, Enqueue, Ignore
 from service.storage.agent_comments import AgentComments
 from service.storage.database import Database
-from service.storage.queue import ReviewQueue
 from service.storage.sqlite import SqliteStore
 from service.storage.times import to_db_time
+from tests.kit.queue import QueueDriver
 from tests.kit.thorough import examples
 from tests.queue_helpers import T0, apply_one, mention, opened
 
@@ -23,23 +23,23 @@ def store(database: Database) -> Database:
 
 
 def test_enqueue_then_the_same_event_again_is_a_duplicate(store: SqliteStore) -> None:
-    queue = ReviewQueue(store)
+    queue = QueueDriver(store)
     with store.transaction() as conn:
-        first = apply_one(conn, queue, Enqueue(mention(1, 5)), now=T0)
+        first = apply_one(conn, Enqueue(mention(1, 5)), now=T0)
     with store.transaction() as conn:
-        second = apply_one(conn, queue, Enqueue(mention(1, 5)), now=T0)
+        second = apply_one(conn, Enqueue(mention(1, 5)), now=T0)
     assert first == Applied(enqueued=["mention:o/r:1:5"])
     assert second == Applied(duplicates=["mention:o/r:1:5"])
     assert len(queue.rows()) == 1
 
 
 def test_close_cancels_pending_rows_and_records_the_closure(store: SqliteStore) -> None:
-    queue = ReviewQueue(store)
+    queue = QueueDriver(store)
     queue.enqueue(opened(3), now=T0)
     queue.enqueue(mention(3, 8), now=T0)
     queue.enqueue(mention(4, 9), now=T0)
     with store.transaction() as conn:
-        applied = apply_one(conn, queue, Close("o/r", 3, merged=True), now=T0)
+        applied = apply_one(conn, Close("o/r", 3, merged=True), now=T0)
     assert sorted(applied.cancelled) == ["mention:o/r:3:8", "pr_opened:o/r:3:" + "a" * 40]
     with store.read() as conn:
         rows = conn.execute("SELECT repo, pr_number, merged, closed_at, purged_at"
@@ -49,12 +49,12 @@ def test_close_cancels_pending_rows_and_records_the_closure(store: SqliteStore) 
 
 
 def test_a_closure_that_rolls_back_cancels_nothing(store: SqliteStore) -> None:
-    queue = ReviewQueue(store)
+    queue = QueueDriver(store)
     queue.enqueue(mention(3, 8), now=T0)
 
     def crash_before_commit() -> None:
         with store.transaction() as conn:
-            apply_one(conn, queue, Close("o/r", 3, merged=False), now=T0)
+            apply_one(conn, Close("o/r", 3, merged=False), now=T0)
             raise RuntimeError("crash before commit")
 
     with pytest.raises(RuntimeError):
@@ -66,7 +66,7 @@ def test_a_closure_that_rolls_back_cancels_nothing(store: SqliteStore) -> None:
 
 def test_ignore_records_its_reason(store: SqliteStore) -> None:
     with store.transaction() as conn:
-        applied = apply_one(conn, ReviewQueue(store), Ignore("draft"), now=T0)
+        applied = apply_one(conn, Ignore("draft"), now=T0)
     assert applied == Applied(ignored="draft")
 
 
@@ -133,14 +133,13 @@ def test_a_batch_of_decisions_does_what_they_would_one_at_a_time(
         batch: list[Decision]) -> None:
     model = Model()
     with SqliteStore(tmp_path_factory.mktemp("batch") / "state.db") as store:
-        queue = ReviewQueue(store)
         with store.transaction() as conn:  # what the queue held already
-            apply_decisions(conn, queue, [Decided(d, T0) for d in before])
+            apply_decisions(conn, [Decided(d, T0) for d in before])
         for decision in before:
             model.apply(decision)
 
         with store.transaction() as conn:
-            applied = apply_decisions(conn, queue, [Decided(d, T0) for d in batch])
+            applied = apply_decisions(conn, [Decided(d, T0) for d in batch])
 
         assert applied == [model.apply(decision) for decision in batch]
         with store.read() as conn:

@@ -22,9 +22,9 @@ from service.model.jobs import Job
 from service.observe.metrics.exposition import render
 from service.observe.metrics.instruments import Metrics, outcome_class
 from service.observe.metrics.state import StoreState
-from service.storage.queue import ReviewQueue
 from service.storage.sqlite import SqliteStore
 from tests.kit.paths import CHECKOUT
+from tests.kit.queue import QueueDriver
 from tests.webhook_env import NOW, Env, open_env
 
 ROOT = CHECKOUT
@@ -113,8 +113,8 @@ async def test_a_store_that_is_down_is_a_series_not_a_failed_scrape(env: Env) ->
     assert found[(f"{P}_webhook_deliveries_total", (("outcome", "enqueued"),))] == 1
 
 
-def _claimable(store: SqliteStore) -> ReviewQueue:
-    queue = ReviewQueue(store)
+def _claimable(store: SqliteStore) -> QueueDriver:
+    queue = QueueDriver(store)
     queue.enqueue(Job(kind="pr_opened", repo="acme/widgets", pr_number=1, actor_id=7,
                       head_sha="b" * 40), now=NOW)
     queue.enqueue(Job(kind="mention", repo="acme/widgets", pr_number=2, actor_id=7,

@@ -83,7 +83,7 @@ async def test_ack_reacts_once_on_the_comment_or_the_pull_request(rig: Rig) -> N
     publisher = rig.publisher()
     await publisher.ack(mention)
     await publisher.ack(mention)  # a retried attempt acknowledges again, harmlessly
-    comment = rig.world.issue_comments[mention.comment_id or 0]
+    comment = rig.world.issue_comments[mention.job.comment_id or 0]
     assert [(r.content, r.user.login) for r in comment.reactions] == [("eyes", BOT)]
 
     other = rig.add_pull()

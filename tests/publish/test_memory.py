@@ -136,7 +136,7 @@ async def test_the_memory_outlives_the_retention_purge(rig: Rig) -> None:
     await rig.publisher().publish_key(run.dedupe_key)
     with rig.store.transaction() as conn:
         conn.execute("INSERT INTO closed_pull_requests (repo, pr_number, merged, closed_at)"
-                     " VALUES (?, ?, 1, ?)", (run.claim.repo, pr.number,
+                     " VALUES (?, ?, 1, ?)", (run.claim.job.repo, pr.number,
                                                "2026-11-02T09:00:00.000000+00:00"))
     assert sweep(rig.store, now=rig.now(), delay=timedelta(0)) == 1
     assert rig.run_row(run.dedupe_key)["content_purged_at"] is not None

@@ -45,7 +45,8 @@ async def test_a_review_through_claude_code_end_to_end(tmp_path: Path) -> None:
         token = await sim.github.installation_token(sim.installation_id)
         pr = sim.open_pr({"src/new.py": "x = 1\n"})
         key = sim.enqueue_opened(pr)
-        pool = WorkerPool(queue=sim.queue, governor=sim.governor, job=sim.runner(),
+        pool = WorkerPool(store=sim.queue.store, leasing=sim.queue.leasing,
+                          governor=sim.governor, job=sim.runner(),
                           clock=sim.world.clock.now, count=1, idle_min=0.02, idle_max=0.05)
         stop = asyncio.Event()
         async with anyio.create_task_group() as tg:

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from service.config.schema import Config, EngineConfig, GitHubConfig, ReviewConfig, TriggersConfig
-from service.config.secret import Secret
+from service.config.repository.keys import RepoSettings
 from service.engine.base import EngineRequest, EngineResult
 from service.publish.run import RecordedRun
 from service.review.checkout import GitRunner, auth_header
 from service.review.estimate import Estimator
 from service.review.installations import Installations
-from service.review.job import JobRunner, JobSettings
+from service.review.job import JobRunner
+from service.review.repository import GUIDELINE_PATHS, RepositoryReview, for_repository
 from tests.simulator import open_pull, push_to_pull
 from tests.worker_helpers import (
     OWNER,
@@ -30,6 +30,7 @@ from tests.worker_helpers import (
     close_sim,
     contains_bytes,
     files_under,
+    job_config,
     worker_sim,
 )
 
@@ -277,7 +278,7 @@ async def test_a_diff_over_the_line_cap_is_reviewed_in_part_and_marked_truncated
         sim: Sim) -> None:
     pr = sim.open_pr({"big.txt": "x\n" * 400, "small.py": "s = 1\n"})
     key = sim.enqueue_opened(pr)
-    await sim.runner(replace(sim.settings, max_diff_lines=100))(sim.claim())
+    await sim.runner(sim.configured(review={"max_diff_lines": 100}))(sim.claim())
     [request] = sim.engine.requests
     assert request.changed_paths == ("small.py",)
     run = sim.run_row(key)
@@ -308,8 +309,8 @@ async def test_the_preflight_estimate_refuses_what_cannot_fit(tmp_path: Path) ->
     try:
         pr = sim.open_pr({"src/big.py": "b = 1\n" * 60})
         key = sim.enqueue_opened(pr)
-        settings = replace(sim.settings, estimate_default=Estimator(per_line=10.0, base=0.0))
-        await sim.runner(settings)(sim.claim())
+        tuning = replace(sim.tuning, estimate_default=Estimator(per_line=10.0, base=0.0))
+        await sim.runner(tuning=tuning)(sim.claim())
         assert sim.engine.requests == []
         [row] = sim.ledger(key)
         assert (row["used_tokens"], row["usage_confidence"], row["stop_reason"]) == (
@@ -362,12 +363,12 @@ async def test_a_moved_head_on_a_draft_or_without_auto_review_queues_nothing(
         sim.enqueue_opened(pr)
         claim = sim.claim()
         push_to_pull(sim.world, REPO, pr.number, sim.git, {"src/b.py": "b\n"})
-        settings = sim.settings
+        config = sim.config
         if case == "draft":
             sim.world.set_draft(REPO, pr.number, True)
         else:
-            settings = replace(settings, auto_review=False)
-        await sim.runner(settings)(claim)
+            config = sim.configured(triggers={"auto_review": False})
+        await sim.runner(config)(claim)
     assert sim.queue.counts()["pending"] == 0 and sim.queue.counts()["done"] == 2
 
 
@@ -473,16 +474,30 @@ async def test_a_failed_ack_is_not_fatal(sim: Sim) -> None:
     assert sim.ledger(key)[0]["stop_reason"] == "completed" and sim.status(key) == "done"
 
 
-def test_settings_from_config_follow_the_config() -> None:
-    config = Config(
-        github=GitHubConfig(app_id=1, private_key=Secret("k"), webhook_secrets=()),
-        triggers=TriggersConfig(auto_review=False), budget=budget(),
-        engine=EngineConfig(max_turns=7, wall_clock_seconds=99),
-        review=ReviewConfig(excluded_paths=("*.min.js",), max_diff_lines=42))
-    settings = JobSettings.from_config(config)
-    assert (settings.excluded_paths, settings.max_diff_lines, settings.max_turns,
-            settings.wall_clock_seconds, settings.auto_review) == (
-        ("*.min.js",), 42, 7, 99.0, False)
+@pytest.mark.anyio
+async def test_the_engine_is_asked_within_the_operators_config(sim: Sim) -> None:
+    pr = sim.open_pr({"src/app.py": "x\n", "web/app.min.js": "y\n"})
+    sim.enqueue_opened(pr)
+    config = sim.configured(engine={"max_turns": 7, "wall_clock_seconds": 99},
+                            review={"excluded_paths": ("*.min.js",)})
+    await sim.runner(config)(sim.claim())
+    [request] = sim.engine.requests
+    assert (request.max_turns, request.wall_clock_seconds) == (7, 99.0)
+    assert list(request.changed_paths) == ["src/app.py"]
+
+
+def test_a_repositorys_file_adds_to_the_operators_exclusions_and_names_its_guidelines(
+        ) -> None:
+    config = job_config()
+    config = replace(config, review=replace(config.review, excluded_paths=("*.lock",)))
+    reading = for_repository(config, RepoSettings(
+        excluded_paths=("*.lock", "docs/**"), guidelines="docs/REVIEWING.md",
+        instructions="Be brief.", language="de"))
+    assert reading == RepositoryReview(
+        excluded_paths=("*.lock", "docs/**"), guideline_paths=("docs/REVIEWING.md",),
+        instructions="Be brief.", language="de")
+    assert for_repository(config, RepoSettings()) == RepositoryReview(
+        excluded_paths=("*.lock",), guideline_paths=GUIDELINE_PATHS)
 
 
 
@@ -501,10 +516,10 @@ async def test_an_engine_that_cannot_start_does_not_use_up_the_head(sim: Sim) ->
         usage=no_usage("fake", None), stop_reason="engine_unavailable",
         detail="'claude' was not found or is not executable")
     runner = JobRunner(
-        store=sim.store, queue=sim.queue, governor=sim.governor, github=sim.github,
+        store=sim.store, leasing=sim.queue.leasing, governor=sim.governor, github=sim.github,
         installations=Installations(sim.store, sim.github), checkouts=sim.checkouts,
         engine=sim.engine, publisher=sim.publisher, clock=sim.world.clock.now,
-        settings=sim.settings, health=health)
+        config=sim.config, tuning=sim.tuning, health=health)
     await runner(sim.claim())
     [row] = sim.ledger(key)
     assert (row["used_tokens"], row["stop_reason"]) == (0, "engine_unavailable")

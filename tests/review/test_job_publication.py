@@ -28,10 +28,10 @@ async def test_a_mention_is_acknowledged_reviewed_and_published_once(tmp_path: P
             f"line {i}\n" for i in range(2, 21))})
         key, comment_id = sim.enqueue_mention(pr)
         runner = JobRunner(
-            store=sim.store, queue=sim.queue, governor=sim.governor, github=sim.github,
+            store=sim.store, leasing=sim.queue.leasing, governor=sim.governor, github=sim.github,
             installations=Installations(sim.store, sim.github), checkouts=sim.checkouts,
             engine=sim.engine, publisher=publisher, clock=sim.world.clock.now,
-            settings=sim.settings)
+            config=sim.config, tuning=sim.tuning)
 
         await runner(sim.claim())
 

@@ -21,9 +21,10 @@ from service.engine.base import EngineRequest, EngineResult, unknown_usage
 from service.model.jobs import Job
 from service.observe.health import Health
 from service.review.pool import WorkerPool, owner_id
-from service.storage.queue import Claim, ReviewQueue
+from service.storage.queue import Claim
 from service.storage.sqlite import SqliteStore
 from service.storage.times import to_db_time
+from tests.kit.queue import QueueDriver
 from tests.worker_helpers import REPO, Sim, budget, build_sim, close_sim, files_under
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
@@ -63,10 +64,10 @@ async def _run_pool(pool: WorkerPool, body: Callable[[asyncio.Event], Awaitable[
 
 
 @pytest.fixture
-def parts(tmp_path: Path) -> tuple[SqliteStore, ReviewQueue, Governor, Clock]:
+def parts(tmp_path: Path) -> tuple[SqliteStore, QueueDriver, Governor, Clock]:
     store = SqliteStore(tmp_path / "state.db")
     clock = Clock()
-    return store, ReviewQueue(store, lease=timedelta(seconds=60)), Governor(store, budget()), clock
+    return store, QueueDriver(store, lease=timedelta(seconds=60)), Governor(store, budget()), clock
 
 
 def test_owner_ids_are_host_pid_slot() -> None:
@@ -75,17 +76,18 @@ def test_owner_ids_are_host_pid_slot() -> None:
 
 
 @pytest.mark.anyio
-async def test_wake_ends_a_nap_at_once(parts: tuple[SqliteStore, ReviewQueue, Governor, Clock]
+async def test_wake_ends_a_nap_at_once(parts: tuple[SqliteStore, QueueDriver, Governor, Clock]
                                        ) -> None:
     store, queue, governor, clock = parts
     done: list[tuple[str, float]] = []
 
     async def job(claim: Claim) -> None:
         governor.settle(claim, Usage(5, "exact", "t", None), now=clock())
-        queue.finish(claim.dedupe_key, claim.owner)
+        queue.finish(claim.dedupe_key, claim.lease.owner)
         done.append((claim.dedupe_key, time.monotonic()))
 
-    pool = WorkerPool(queue=queue, governor=governor, job=job, clock=clock, count=2,
+    pool = WorkerPool(store=queue.store, leasing=queue.leasing,
+                      governor=governor, job=job, clock=clock, count=2,
                       host="box", pid=1, idle_min=3600.0, idle_max=3600.0)
     assert pool.owners == ("box:1:0", "box:1:1")
 
@@ -109,7 +111,7 @@ async def test_wake_ends_a_nap_at_once(parts: tuple[SqliteStore, ReviewQueue, Go
 
 @pytest.mark.anyio
 async def test_a_crashed_worker_restarts_with_the_same_owner_and_its_charge_is_lost(
-        tmp_path: Path, parts: tuple[SqliteStore, ReviewQueue, Governor, Clock]) -> None:
+        tmp_path: Path, parts: tuple[SqliteStore, QueueDriver, Governor, Clock]) -> None:
     store, queue, governor, clock = parts
     health = Health(store)
     calls: list[Claim] = []
@@ -119,9 +121,10 @@ async def test_a_crashed_worker_restarts_with_the_same_owner_and_its_charge_is_l
         if len(calls) == 1:
             raise RuntimeError("worker bug")  # dies holding the lease and the reservation
         governor.settle(claim, Usage(40, "exact", "t", None), now=clock())
-        queue.finish(claim.dedupe_key, claim.owner)
+        queue.finish(claim.dedupe_key, claim.lease.owner)
 
-    pool = WorkerPool(queue=queue, governor=governor, job=job, clock=clock, count=1,
+    pool = WorkerPool(store=queue.store, leasing=queue.leasing,
+                      governor=governor, job=job, clock=clock, count=1,
                       health=health, host="box", pid=1, idle_min=0.02, idle_max=0.05,
                       restart_delay=0.01)
     key = _job(1).dedupe_key
@@ -144,8 +147,8 @@ async def test_a_crashed_worker_restarts_with_the_same_owner_and_its_charge_is_l
         report = health.report(clock())
     finally:
         store.close()
-    assert calls[0].owner == calls[1].owner == "box:1:0"
-    assert calls[1].attempts == 2
+    assert calls[0].lease.owner == calls[1].lease.owner == "box:1:0"
+    assert calls[1].lease.attempt == 2
     assert rows == [("box:1:0", "lost", 10_000, "unavailable"),
                     ("box:1:0", "completed", 40, "exact")]
     workers = report["checks"]["workers"]  # type: ignore[index]
@@ -154,7 +157,7 @@ async def test_a_crashed_worker_restarts_with_the_same_owner_and_its_charge_is_l
 
 @pytest.mark.anyio
 async def test_graceful_stop_lets_the_running_job_finish_and_claims_nothing_more(
-        parts: tuple[SqliteStore, ReviewQueue, Governor, Clock]) -> None:
+        parts: tuple[SqliteStore, QueueDriver, Governor, Clock]) -> None:
     store, queue, governor, clock = parts
     started = asyncio.Event()
     finished: list[str] = []
@@ -163,12 +166,13 @@ async def test_graceful_stop_lets_the_running_job_finish_and_claims_nothing_more
         started.set()
         await anyio.sleep(0.3)
         governor.settle(claim, Usage(5, "exact", "t", None), now=clock())
-        queue.finish(claim.dedupe_key, claim.owner)
+        queue.finish(claim.dedupe_key, claim.lease.owner)
         finished.append(claim.dedupe_key)
 
     for n in (1, 2, 3):
         queue.enqueue(_job(n), now=clock())
-    pool = WorkerPool(queue=queue, governor=governor, job=job, clock=clock, count=1,
+    pool = WorkerPool(store=queue.store, leasing=queue.leasing,
+                      governor=governor, job=job, clock=clock, count=1,
                       idle_min=0.02, idle_max=0.05, grace_seconds=120.0)
     stop = asyncio.Event()
     try:
@@ -198,7 +202,8 @@ async def test_a_job_past_the_grace_period_is_cancelled_settled_and_released(
             await anyio.sleep(60)
 
         sim.engine.hook = hang
-        pool = WorkerPool(queue=sim.queue, governor=sim.governor, job=sim.runner(),
+        pool = WorkerPool(store=sim.queue.store, leasing=sim.queue.leasing,
+                          governor=sim.governor, job=sim.runner(),
                           clock=sim.world.clock.now, count=1, idle_min=0.02, idle_max=0.05,
                           grace_seconds=0.2)
         stop = asyncio.Event()
@@ -262,7 +267,8 @@ async def test_twenty_jobs_on_two_workers_never_exceed_a_window(tmp_path: Path) 
 
         sim.engine.hook = watch
         sim.engine.answer = answer
-        pool = WorkerPool(queue=sim.queue, governor=sim.governor, job=sim.runner(),
+        pool = WorkerPool(store=sim.queue.store, leasing=sim.queue.leasing,
+                          governor=sim.governor, job=sim.runner(),
                           clock=sim.world.clock.now, count=2, idle_min=0.02, idle_max=0.05)
         concurrent: list[int] = []
 
@@ -297,31 +303,39 @@ async def test_twenty_jobs_on_two_workers_never_exceed_a_window(tmp_path: Path) 
         await close_sim(sim)
 
 
-class Unreachable(ReviewQueue):
-    """A queue whose database cannot be reached for the first ``outage`` claims."""
+class Unreachable:
+    """A store whose database cannot be reached for the first ``outage`` claims (the
+    claim's is the one concurrent transaction the pool opens)."""
 
     outage = 2
 
-    def claim(self, **kwargs: Any) -> Claim | None:
-        if self.outage:
+    def __init__(self, store: SqliteStore) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def transaction(self, *, concurrent: bool = False) -> Any:
+        if concurrent and self.outage:
             self.outage -= 1
             raise psycopg.OperationalError("server closed the connection unexpectedly")
-        return super().claim(**kwargs)
+        return self._store.transaction(concurrent=concurrent)
 
 
 @pytest.mark.anyio
 async def test_an_unreachable_database_is_waited_out_not_crashed_on(
-        parts: tuple[SqliteStore, ReviewQueue, Governor, Clock]) -> None:
-    store, _, governor, clock = parts
-    queue = Unreachable(store, lease=timedelta(seconds=60))
+        parts: tuple[SqliteStore, QueueDriver, Governor, Clock]) -> None:
+    store, queue, governor, clock = parts
+    unreachable = Unreachable(store)
     done: list[str] = []
 
     async def job(claim: Claim) -> None:
         governor.settle(claim, Usage(5, "exact", "t", None), now=clock())
-        queue.finish(claim.dedupe_key, claim.owner)
+        queue.finish(claim.dedupe_key, claim.lease.owner)
         done.append(claim.dedupe_key)
 
-    pool = WorkerPool(queue=queue, governor=governor, job=job, clock=clock, count=1,
+    pool = WorkerPool(store=unreachable, leasing=queue.leasing,  # type: ignore[arg-type]
+                      governor=governor, job=job, clock=clock, count=1,
                       host="box", pid=1, idle_min=0.01, idle_max=0.02, restart_delay=0.01)
     queue.enqueue(_job(1), now=clock())
 
@@ -332,5 +346,5 @@ async def test_an_unreachable_database_is_waited_out_not_crashed_on(
         await _run_pool(pool, body)
     finally:
         store.close()
-    assert done == [_job(1).dedupe_key] and queue.outage == 0
+    assert done == [_job(1).dedupe_key] and unreachable.outage == 0
     assert pool.restarts["box:1:0"] == 0  # waited out, not a crash

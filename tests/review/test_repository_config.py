@@ -298,10 +298,10 @@ def test_the_trigger_rules_use_the_repositorys_switches() -> None:
 
 def runner(sim: Sim, reader: RepositoryConfigs) -> JobRunner:
     return JobRunner(
-        store=sim.store, queue=sim.queue, governor=sim.governor, github=sim.github,
+        store=sim.store, leasing=sim.queue.leasing, governor=sim.governor, github=sim.github,
         installations=Installations(sim.store, sim.github), checkouts=sim.checkouts,
         engine=sim.engine, publisher=sim.publisher, clock=sim.world.clock.now,
-        settings=sim.settings, repo_configs=reader)
+        config=sim.config, tuning=sim.tuning, repo_configs=reader)
 
 
 def check_of(sim: Sim, key: str) -> CheckState:

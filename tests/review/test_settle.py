@@ -54,7 +54,7 @@ async def test_a_review_shows_in_progress_on_its_head_until_the_publisher_ends_i
 async def test_too_large_completes_neutral_with_the_numbers(sim: Sim) -> None:
     pr = sim.open_pr({"big.txt": "x\n" * 400, "bigger.txt": "y\n" * 700})
     key = sim.enqueue_opened(pr)
-    await sim.runner(replace(sim.settings, max_diff_lines=100))(sim.claim())
+    await sim.runner(sim.configured(review={"max_diff_lines": 100}))(sim.claim())
 
     [row] = shown(sim, key)
     assert (row.state.status, row.state.conclusion) == ("completed", "neutral")
@@ -68,8 +68,8 @@ async def test_an_estimate_over_the_reservation_completes_neutral_with_both(
     sim = build_sim(tmp_path, config=budget(max_run_tokens=500))
     try:
         key = sim.enqueue_opened(sim.open_pr({"src/big.py": "b = 1\n" * 60}))
-        settings = replace(sim.settings, estimate_default=Estimator(per_line=10.0, base=0.0))
-        await sim.runner(settings)(sim.claim())
+        tuning = replace(sim.tuning, estimate_default=Estimator(per_line=10.0, base=0.0))
+        await sim.runner(tuning=tuning)(sim.claim())
         [row] = shown(sim, key)
         assert row.state.conclusion == "neutral"
         assert row.state.title.startswith("Not reviewed: estimated ")
@@ -85,11 +85,11 @@ async def test_a_closed_and_a_superseded_trigger_complete_neutral(sim: Sim) -> N
     first, second = sim.claim(), sim.claim()
     sim.world.close(REPO, closing.number, merged=True)
     newer = push_to_pull(sim.world, REPO, moving.number, sim.git, {"c.py": "c\n"})
-    marks = CheckMarks(lambda: sim.settings.checks)
+    marks = CheckMarks(lambda: sim.config.checks)
     for claim in (first, second):
         with sim.store.transaction() as tx:  # the loop had opened them queued
             checks.show_if_new(tx, marks.target(claim.dedupe_key, "review", REPO,
-                                                claim.pr_number, str(claim.head_sha)),
+                                                claim.job.pr_number, str(claim.job.head_sha)),
                                text.queued("review"), sim.now())
         await sim.runner()(claim)
 

@@ -35,8 +35,8 @@ from service.review.diff import (
     select,
     split_sections,
 )
+from service.review.engine_call import outcome_for
 from service.review.estimate import DEFAULT_BASE_TOKENS, Estimator, fit, load_estimator
-from service.review.job import outcome_for
 from service.storage.queue import Claim, Lease
 from service.storage.sqlite import SqliteStore
 
@@ -206,7 +206,7 @@ def _claim(**fields: Any) -> Claim:
         "kind": "mention", "repo": "o/r", "pr_number": 7, "head_sha": None,
         "actor_id": 1, "comment_id": 55, "comment_source": "issue", "command": "review"}
     base.update(fields)
-    return Claim(dedupe_key="k", job=Job(**base), enqueued_at=T0,
+    return Claim(job=Job(**base),
                  lease=Lease(owner="h:1:0", until=T0, attempt=1))
 
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 from service.storage import checks
 from service.storage.checks import COMPLETED, IN_PROGRESS, QUEUED, CheckState, Target
 from service.storage.database import Database
-from service.storage.queue import ReviewQueue
+from tests.kit.queue import QueueDriver
 from tests.queue_helpers import T0, opened
 
 TARGET = Target("pr_opened:o/r:1:" + "a" * 40, "a" * 40, "o/r", 1, "pr-review-agent")
@@ -57,7 +57,7 @@ def test_owed_rows_are_leased_pushed_and_no_longer_owed(database: Database) -> N
 
 
 def test_the_loops_queries_find_untracked_and_waiting_rows(database: Database) -> None:
-    queue = ReviewQueue(database)
+    queue = QueueDriver(database)
     job = opened(1)
     assert queue.enqueue(job, now=T0)
     with database.read() as tx:

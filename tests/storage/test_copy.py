@@ -20,10 +20,10 @@ from service.storage import agent_comments, closures, notices, repositories, run
 from service.storage.copy import COPIED, CopyError, copy_store
 from service.storage.etags import StoredETags
 from service.storage.postgres import PostgresStore
-from service.storage.queue import ReviewQueue
 from service.storage.sqlite import SqliteStore
 from service.storage.watermarks import Watermarks
 from tests.databases import as_url, private_cluster, throwaway_database
+from tests.kit.queue import QueueDriver
 from tests.queue_helpers import budget, mention, opened
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -31,7 +31,7 @@ T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
 def fill(store: SqliteStore) -> None:
     """A store that has lived: runs paid for and settled, one left open, every table used."""
-    queue, governor = ReviewQueue(store), Governor(store, budget(), clock=lambda: T0)
+    queue, governor = QueueDriver(store), Governor(store, budget(), clock=lambda: T0)
     for n in range(1, 6):
         queue.enqueue(opened(n, sha=f"{n:040x}"), now=T0 + timedelta(minutes=n))
     queue.enqueue(mention(9, 901), now=T0 + timedelta(minutes=7))
@@ -43,7 +43,7 @@ def fill(store: SqliteStore) -> None:
         if n < 3:  # the last one stays open: a reservation in flight
             governor.settle(claim, Usage(tokens=1000 + n, confidence="exact", engine="e",
                                          model="m", cost_usd=0.01 * (n + 1)), now=now)
-            queue.finish(claim.dedupe_key, claim.owner)
+            queue.finish(claim.dedupe_key, claim.lease.owner)
     Watermarks(store).advance("pull_requests:o/r", T0)
     StoredETags(store).put_validators("GET /repos/o/r/pulls", Validators('W/"1"', "Mon"))
     with store.transaction() as tx:
@@ -73,7 +73,7 @@ def test_every_row_is_copied_and_the_budget_reads_the_same(tmp_path: Path, targe
         assert (Governor(pg, budget(), publish=False).snapshot(later)
                 == Governor(source, budget(), publish=False).snapshot(later))
         # The next reservation continues the ledger's ids.
-        claim = ReviewQueue(pg).claim(now=later, owner="w9",
+        claim = QueueDriver(pg).claim(now=later, owner="w9",
                                       admit=Governor(pg, budget()).admit)
         assert claim is not None
         with pg.read() as tx:

@@ -6,12 +6,13 @@ from datetime import timedelta
 
 from service.storage import notices
 from service.storage.database import Database
-from service.storage.queue import ABANDONED, ReviewQueue
+from service.storage.queue import ABANDONED
+from tests.kit.queue import QueueDriver
 from tests.queue_helpers import T0, mention, opened
 
 
 def test_pending_mentions_are_offered_until_a_notice_is_claimed(database: Database) -> None:
-    queue = ReviewQueue(database)
+    queue = QueueDriver(database)
     first, second = mention(1, 101), mention(2, 102)
     for job in (first, second, opened(3)):
         assert queue.enqueue(job, now=T0)
@@ -37,7 +38,7 @@ def test_a_claim_is_given_back_only_until_its_notice_is_posted(database: Databas
 
 
 def test_abandoned_mentions_carry_their_last_stop_reason(database: Database) -> None:
-    queue = ReviewQueue(database)
+    queue = QueueDriver(database)
     job = mention(4, 104)
     assert queue.enqueue(job, now=T0)
     with database.transaction() as tx:

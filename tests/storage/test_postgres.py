@@ -27,8 +27,9 @@ from service.storage.postgres import (
     leader_lock_key,
     translate_placeholders,
 )
-from service.storage.queue import Claim, ReviewQueue
+from service.storage.queue import Claim
 from tests.databases import as_url, private_cluster, throwaway_database
+from tests.kit.queue import QueueDriver
 from tests.kit.waiting import wait_for
 from tests.queue_helpers import T0, mention, opened
 
@@ -285,7 +286,7 @@ class HeldClaim:
     """A claim on host A stopped inside its ``admit`` (its candidate's row and pull request
     locked, the transaction open) until ``release`` — what host B's claim meets."""
 
-    def __init__(self, queue: ReviewQueue) -> None:
+    def __init__(self, queue: QueueDriver) -> None:
         self.inside, self.go = threading.Event(), threading.Event()
         self.result: list[Claim | None] = []
 
@@ -307,11 +308,11 @@ class HeldClaim:
 
 def test_a_claim_passes_over_the_row_another_host_is_claiming(conninfo: str) -> None:
     with PostgresStore(conninfo) as host_a, PostgresStore(conninfo) as host_b:
-        ReviewQueue(host_a).enqueue_many([(opened(1), T0),
+        QueueDriver(host_a).enqueue_many([(opened(1), T0),
                                           (opened(2), T0 + timedelta(seconds=1))])
-        held = HeldClaim(ReviewQueue(host_a))
+        held = HeldClaim(QueueDriver(host_a))
         # Host A holds the oldest row; host B takes the next one at once (no wait for A).
-        taken = ReviewQueue(host_b).claim(now=T0, owner="host-b")
+        taken = QueueDriver(host_b).claim(now=T0, owner="host-b")
         assert taken is not None and taken.job.pr_number == 2
         first = held.release()
         assert first is not None and first.job.pr_number == 1
@@ -319,14 +320,14 @@ def test_a_claim_passes_over_the_row_another_host_is_claiming(conninfo: str) -> 
 
 def test_two_hosts_never_lease_one_pull_request(conninfo: str) -> None:
     with PostgresStore(conninfo) as host_a, PostgresStore(conninfo) as host_b:
-        ReviewQueue(host_a).enqueue_many(
+        QueueDriver(host_a).enqueue_many(
             [(opened(1), T0), (mention(1, 77), T0 + timedelta(seconds=1))])
-        held = HeldClaim(ReviewQueue(host_a))
+        held = HeldClaim(QueueDriver(host_a))
         # The mention is free, but its pull request is being leased on host A right now.
-        assert ReviewQueue(host_b).claim(now=T0, owner="host-b") is None
+        assert QueueDriver(host_b).claim(now=T0, owner="host-b") is None
         assert held.release() is not None
         # And once A's lease is committed it is live: still nothing for B.
-        assert ReviewQueue(host_b).claim(now=T0, owner="host-b") is None
+        assert QueueDriver(host_b).claim(now=T0, owner="host-b") is None
         with host_b.read() as tx:
             leased = tx.execute("SELECT owner FROM queue WHERE status = 'claimed'").fetchall()
         assert leased == [("host-a",)]
@@ -334,8 +335,8 @@ def test_two_hosts_never_lease_one_pull_request(conninfo: str) -> None:
 
 def test_an_ordinary_writer_waits_for_a_concurrent_one(conninfo: str) -> None:
     with PostgresStore(conninfo) as host_a, PostgresStore(conninfo, lock_timeout=0.3) as host_b:
-        ReviewQueue(host_a).enqueue(opened(1), now=T0)
-        held = HeldClaim(ReviewQueue(host_a))
+        QueueDriver(host_a).enqueue(opened(1), now=T0)
+        held = HeldClaim(QueueDriver(host_a))
         with pytest.raises(psycopg.Error) as waited, host_b.transaction():
             pass  # exclusive: it cannot begin while the claim holds the lock shared
         assert is_contention(waited.value)

@@ -10,8 +10,8 @@ import pytest
 
 from service.budget.governor import Governor
 from service.storage.database import Database
-from service.storage.queue import ReviewQueue
 from service.storage.sqlite import SqliteStore
+from tests.kit.queue import QueueDriver
 from tests.queue_helpers import LEASE, T0, budget, mention
 
 
@@ -28,7 +28,7 @@ def ledger(store: SqliteStore) -> list[tuple[object, ...]]:
 
 def test_a_lapsed_lease_is_recovered_even_when_nothing_can_be_admitted(
         store: SqliteStore) -> None:
-    queue = ReviewQueue(store, lease=LEASE)
+    queue = QueueDriver(store, lease=LEASE)
     # A window that fits exactly one run: the dead worker's reservation fills it.
     gov = Governor(store, budget(session_tokens=10_000, max_run_tokens=10_000))
     queue.enqueue(mention(1, 1), now=T0)
@@ -48,7 +48,7 @@ def test_a_lapsed_lease_is_recovered_even_when_nothing_can_be_admitted(
 
 
 def test_an_exhausted_row_is_abandoned_and_its_reservation_closed(store: SqliteStore) -> None:
-    queue = ReviewQueue(store, lease=LEASE, max_attempts=1)
+    queue = QueueDriver(store, lease=LEASE, max_attempts=1)
     gov = Governor(store, budget(session_tokens=100_000, max_run_tokens=10_000))
     queue.enqueue(mention(1, 1), now=T0)
     taken = queue.claim(now=T0, owner="dead", admit=gov.admit, lapsed=gov.close_lapsed)
@@ -62,7 +62,7 @@ def test_an_exhausted_row_is_abandoned_and_its_reservation_closed(store: SqliteS
 
 
 def test_a_live_lease_is_left_alone(store: SqliteStore) -> None:
-    queue = ReviewQueue(store, lease=LEASE)
+    queue = QueueDriver(store, lease=LEASE)
     gov = Governor(store, budget(session_tokens=100_000, max_run_tokens=10_000))
     queue.enqueue(mention(1, 1), now=T0)
     taken = queue.claim(now=T0, owner="alive", admit=gov.admit, lapsed=gov.close_lapsed)

@@ -18,8 +18,9 @@ from service.budget.governor import Governor
 from service.budget.usage import Usage
 from service.budget.windows import measure
 from service.config.schema import BudgetConfig
-from service.storage.queue import MAX_ATTEMPTS, Claim, ReviewQueue
+from service.storage.queue import MAX_ATTEMPTS, Claim
 from service.storage.sqlite import SqliteStore
+from tests.kit.queue import QueueDriver
 from tests.kit.thorough import examples
 from tests.queue_helpers import T0, mention, opened
 
@@ -34,7 +35,7 @@ class QueueMachine(RuleBasedStateMachine):
         super().__init__()
         self._dir = tempfile.TemporaryDirectory()
         self.store = SqliteStore(Path(self._dir.name) / "state.db")
-        self.queue = ReviewQueue(self.store, lease=LEASE)
+        self.queue = QueueDriver(self.store, lease=LEASE)
         self.gov = Governor(self.store, CONFIG)
         self.now = T0
         self.held: dict[str, Claim] = {}
@@ -68,7 +69,7 @@ class QueueMachine(RuleBasedStateMachine):
         used = CONFIG.max_run_tokens * fraction // 100
         if self.gov.settle(c, Usage(used, "exact", "fake", None), now=self.now,
                            stop_reason=reason):
-            self.queue.finish(c.dedupe_key, c.owner)
+            self.queue.finish(c.dedupe_key, c.lease.owner)
 
     @precondition(lambda self: bool(self.held))
     @rule(data=st.data())
@@ -96,9 +97,9 @@ class QueueMachine(RuleBasedStateMachine):
 
     @invariant()
     def no_row_or_pull_request_leased_to_two_live_owners(self) -> None:
-        live = [c for c in self.held.values() if c.leased_until > self.now]
+        live = [c for c in self.held.values() if c.lease.until > self.now]
         keys = [c.dedupe_key for c in live]
-        prs = [(c.repo, c.pr_number) for c in live]
+        prs = [(c.job.repo, c.job.pr_number) for c in live]
         assert len(keys) == len(set(keys))
         assert len(prs) == len(set(prs))
         for row in self.queue.rows(["claimed"]):

@@ -51,7 +51,6 @@ from service.model.jobs import CommentSource
 from service.storage import closures
 from service.storage import queue as queue_table
 from service.storage.database import Database, Transaction
-from service.storage.queue import ReviewQueue
 from service.storage.watermarks import Watermarks, watermark_key
 
 from .pages import Page, Tally, fetch_page
@@ -112,22 +111,16 @@ def _complete_at(page: Page, times: Sequence[datetime], newest: datetime) -> boo
 
 
 class RepositoryPoller:
-    """Polls repositories one at a time; holds what must outlive a single poll.
-
-    ``queue`` must be over the same ``store``: the trigger rules read ``known_heads`` and
-    ``agent_comments`` inside the apply transaction, which only joins it on the same
-    store object and thread.
-    """
+    """Polls repositories one at a time; holds what must outlive a single poll."""
 
     def __init__(
-        self, client: GitHubClient, store: Database, queue: ReviewQueue,
+        self, client: GitHubClient, store: Database,
         ctx: TriggerContext | Callable[[], TriggerContext], *,
         memory: PullMemory | None = None,
     ) -> None:
         self._client = client
         self._store = store
         self._watermarks = Watermarks(store)
-        self._queue = queue
         # A callable is read at each use: the daemon replaces the context once the App's
         # slug is known, and the rules must see the new one at once.
         self._ctx_source = ctx
@@ -195,7 +188,7 @@ class RepositoryPoller:
         applied = Applied()
         with self._store.transaction() as conn:
             decisions = [Decided(decision, now) for decision in decide(conn)]
-            for one in apply_decisions(conn, self._queue, decisions):
+            for one in apply_decisions(conn, decisions):
                 applied.add(one)
         return applied
 

@@ -39,7 +39,6 @@ from service.observe.metrics.instruments import Metrics
 from service.storage import repository_polls
 from service.storage.database import Database, Leadership
 from service.storage.errors import is_contention, is_unavailable
-from service.storage.queue import ReviewQueue
 from service.storage.watermarks import Watermarks
 
 from .cycle import RepositoryPoller, RepositoryReport
@@ -106,7 +105,6 @@ class Poller:
         *,
         client: GitHubClient,
         store: Database,
-        queue: ReviewQueue,
         ctx: TriggerContext | Callable[[], TriggerContext],
         clock: Clock,
         interval: timedelta = DEFAULT_INTERVAL,
@@ -139,7 +137,7 @@ class Poller:
         self._standing_by: bool | None = None  # None: not yet asked
         self._refresh_every = refresh_every
         self._pacing = pacing or PacingPolicy()
-        self._streams = RepositoryPoller(client, store, queue, ctx, memory=memory)
+        self._streams = RepositoryPoller(client, store, ctx, memory=memory)
         self._targets: list[Target] = []
         self._held: dict[int, datetime] = {}
         self._last_cost: dict[int, int] = {}
@@ -161,7 +159,6 @@ class Poller:
         *,
         client: GitHubClient,
         store: Database,
-        queue: ReviewQueue,
         ctx: TriggerContext | Callable[[], TriggerContext],
         clock: Clock,
         sleep: Sleep = asyncio.sleep,
@@ -172,7 +169,7 @@ class Poller:
         metrics: Metrics | None = None,
     ) -> Poller:
         """The production wiring: ``poller.interval_seconds`` and ``github.repositories``."""
-        return cls(client=client, store=store, queue=queue, ctx=ctx, clock=clock,
+        return cls(client=client, store=store, ctx=ctx, clock=clock,
                    interval=timedelta(seconds=config.poller.interval_seconds),
                    repositories=config.github.repositories, sleep=sleep, on_cycle=on_cycle,
                    leadership=leadership, on_standby=on_standby, before_poll=before_poll,

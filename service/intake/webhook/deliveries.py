@@ -46,7 +46,6 @@ from service.storage import agent_comments, deliveries
 from service.storage.database import Database, OpenTransaction, Transaction
 from service.storage.errors import STORE_ERRORS as _STORE_ERRORS
 from service.storage.errors import StoreClosedError, is_contention, is_unavailable
-from service.storage.queue import ReviewQueue
 
 __all__ = [
     "ON_LOOP_BYTES",
@@ -262,10 +261,8 @@ class DeliveryLog:
     ``agent_comments`` lookup (``store.read()``) reads through it.
     """
 
-    def __init__(self, store: Database, queue: ReviewQueue,
-                 triggers: Callable[[], TriggerContext]) -> None:
+    def __init__(self, store: Database, triggers: Callable[[], TriggerContext]) -> None:
         self._store = store
-        self._queue = queue
         self._triggers = triggers
 
     def stage(self, batch: Sequence[Received]) -> StagedDeliveries | None:
@@ -363,7 +360,7 @@ class DeliveryLog:
             decided = [Decided(decision, delivery.received_at)
                        for _, delivery, decision in triggered]
             for (index, delivery, decision), applied in zip(
-                    triggered, apply_decisions(conn, self._queue, decided), strict=True):
+                    triggered, apply_decisions(conn, decided), strict=True):
                 results[index] = _triggered(delivery.delivery_id, decision, applied)
         done = [result for result in results if result is not None]
         if len(done) != len(results):  # pragma: no cover - every slot is filled above

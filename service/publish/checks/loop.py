@@ -39,6 +39,7 @@ from service.publish.checks.marks import CheckMarks
 from service.publish.checks.push import STALE, Pusher
 from service.runtime.nap import Nap
 from service.storage import checks
+from service.storage import queue as queue_table
 from service.storage.checks import CheckState, Ended, Untracked, Waiting
 from service.storage.database import Database
 from service.storage.queue import (
@@ -48,7 +49,6 @@ from service.storage.queue import (
     SUPERSEDED,
     Claim,
     as_candidate,
-    queue_row,
 )
 
 log = logging.getLogger(__name__)
@@ -189,7 +189,7 @@ class CheckRuns:
         def work() -> None:
             with self._store.transaction() as tx:
                 for key, state in states:
-                    row = queue_row(tx, key)  # still waiting, now that the lock is held
+                    row = queue_table.row(tx, key)  # still waiting, now that the lock is held
                     if row is not None and row.status == PENDING:
                         checks.show_open(tx, key, state, now)
         await self._store.run(work)
@@ -198,7 +198,7 @@ class CheckRuns:
     def _waiting_claims(tx: Any, limit: int) -> list[tuple[Waiting, Claim]]:
         found = []
         for waiting in checks.waiting(tx, limit):
-            row = queue_row(tx, waiting.dedupe_key)
+            row = queue_table.row(tx, waiting.dedupe_key)
             if row is not None:  # a budget question is asked of a claim: not a lease
                 found.append((waiting, as_candidate(row)))
         return found

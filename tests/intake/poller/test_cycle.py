@@ -400,7 +400,7 @@ def deliver(rig: PollerRig, events: list[tuple[str, dict[str, object]]]) -> list
     enqueued: list[str] = []
     with rig.store.transaction() as conn:
         for event, payload in events:
-            applied = apply_one(conn, rig.queue, classify_event(event, payload, rig.ctx),
+            applied = apply_one(conn, classify_event(event, payload, rig.ctx),
                                      now=rig.now())
             enqueued.extend(applied.enqueued)
     return enqueued

@@ -21,7 +21,6 @@ from service.intake.webhook.deliveries import ON_LOOP_BYTES, DeliveryLog, Receiv
 from service.storage.agent_comments import AgentComments
 from service.storage.database import Database
 from service.storage.postgres import PostgresStore
-from service.storage.queue import ReviewQueue
 from service.storage.sqlite import SqliteStore
 from tests import payloads as p
 from tests.databases import throwaway_database
@@ -31,7 +30,7 @@ NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
 def deliveries_log(store: Database) -> DeliveryLog:
     context = TriggerContext(TriggersConfig(), 4242, "review-agent", AgentComments(store))
-    return DeliveryLog(store, ReviewQueue(store), lambda: context)
+    return DeliveryLog(store, lambda: context)
 
 
 def opened_pr(number: int, delivery_id: str) -> Received:

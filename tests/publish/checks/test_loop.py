@@ -16,7 +16,7 @@ from service.observe.health import DEGRADED, OK, Health
 from service.publish.checks import text
 from service.publish.checks.marks import CheckMarks
 from service.publish.run_content import Omitted
-from service.storage import checks
+from service.storage import checks, queue_lease
 from service.storage.queue import ABANDONED
 from tests.publisher_rig import (
     ANCHORED,
@@ -264,7 +264,7 @@ async def test_waits_for_a_retry_and_for_the_plans_reset_are_worded_from_the_sto
         assert rig.governor.settle(second, Usage(500, "exact", "claude_code", "m"),
                                    now=rig.now(), stop_reason="usage_limit", resets_at=resets,
                                    conn=tx)
-        assert rig.queue.defer_in(tx, second.dedupe_key, OWNER, until=resets)
+        assert queue_lease.defer(tx, second.dedupe_key, OWNER, until=resets)
 
     await loop.sync(rig.now())
 

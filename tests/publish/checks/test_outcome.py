@@ -25,7 +25,7 @@ from service.publish.checks import text
 from service.publish.checks.marks import CheckMarks
 from service.publish.run_content import Omitted
 from service.review.settle import NOTHING_SPENT
-from service.storage import checks, ledger
+from service.storage import checks, ledger, queue_lease
 from service.storage.queue import Claim
 from tests.publisher_rig import (
     ANCHORED,
@@ -90,8 +90,8 @@ def lose_a_first_attempt(rig: Rig, job: Job) -> Claim:
 def start(rig: Rig, claim: Claim, head: str = HEAD) -> None:
     marks = CheckMarks(lambda: rig.checks)
     with rig.store.transaction() as tx:
-        marks.start(tx, marks.target(claim.dedupe_key, claim.command, REPO,
-                                     claim.pr_number, head), claim.attempts, rig.now())
+        marks.start(tx, marks.target(claim.dedupe_key, claim.job.command, REPO,
+                                     claim.job.pr_number, head), claim.lease.attempt, rig.now())
 
 
 def settle_zero(rig: Rig, claim: Claim, stop: str,
@@ -99,11 +99,11 @@ def settle_zero(rig: Rig, claim: Claim, stop: str,
     """What the worker's settle-at-zero writes (``SettleStore.settle_zero``)."""
     start(rig, claim)
     marks = CheckMarks(lambda: rig.checks)
-    target = marks.target(claim.dedupe_key, claim.command, REPO, claim.pr_number, HEAD)
+    target = marks.target(claim.dedupe_key, claim.job.command, REPO, claim.job.pr_number, HEAD)
     with rig.store.transaction() as tx:
         assert rig.governor.settle(claim, NOTHING_SPENT, now=rig.now(), stop_reason=stop,
                                    conn=tx)
-        assert rig.queue.finish_in(tx, claim.dedupe_key, claim.owner)
+        assert queue_lease.finish(tx, claim.dedupe_key, claim.lease.owner)
         marks.end(tx, target, check(ledger.charged(tx, claim.dedupe_key)), rig.now())
 
 

@@ -1,0 +1,116 @@
+"""The engine step of a job: the request built from what the job prepared, the engine run
+under a hard ceiling, and its result priced for the ledger.
+
+An engine is not supposed to raise or to outlive its wall clock; when one does, it may have
+spent anything up to the reservation, so the result says so (``unknown_usage``) and the
+whole reservation stays charged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import anyio
+
+from service.budget.governor import Governor
+from service.budget.usage import Usage
+from service.engine.base import Engine, EngineRequest, EngineResult, ReviewMode, unknown_usage
+from service.github.pulls import PullRequest
+from service.observe.metrics.instruments import Metrics
+from service.publish.run import Outcome
+from service.review.diff import Selection
+from service.review.repository import RepositoryReview
+from service.review.threads import NO_THREADS, ThreadsView
+from service.storage.queue import Claim
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the preparation found: enough to run the engine."""
+
+    pull: PullRequest
+    since: str | None
+    selection: Selection
+    reserved: int
+    guidelines: str | None
+    extra: dict[str, object]
+    repository: RepositoryReview
+    threads: ThreadsView = NO_THREADS
+
+
+def outcome_for(stop_reason: str, truncated_by_size: bool) -> Outcome:
+    """``runs.outcome`` for an engine's stop reason."""
+    if stop_reason == "completed":
+        return "truncated" if truncated_by_size else "completed"
+    if stop_reason == "truncated":
+        return "truncated"
+    return "failed"
+
+
+def priced(result: EngineResult) -> Usage:
+    """The engine's usage carrying the dollar cost it reported, for the ledger."""
+    if result.cost_usd is None or result.usage.cost_usd is not None:
+        return result.usage
+    return replace(result.usage, cost_usd=result.cost_usd)
+
+
+async def engine_mode(governor: Governor, claim: Claim, extra: dict[str, object]
+                      ) -> ReviewMode:
+    """The rung the reservation was admitted under: REDUCED and above ask the engine for
+    correctness and security only."""
+    try:
+        mode = await anyio.to_thread.run_sync(governor.mode_of, claim)
+    except LookupError:  # the lease was lost; settling will find that out and say so
+        return "full"
+    if mode.engine_mode == "reduced":
+        log.info("reduced review: the budget is past %s", mode.value, extra=extra)
+    return "reduced" if mode.engine_mode == "reduced" else "full"
+
+
+def request(claim: Claim, plan: Plan, workdir: Path, mode: ReviewMode, *,
+            max_turns: int, wall_clock_seconds: float) -> EngineRequest:
+    """What the engine is asked, in ``workdir`` (a worktree at the pull request's head)."""
+    pull, selection = plan.pull, plan.selection
+    return EngineRequest(
+        command="describe" if claim.job.command == "describe" else "review",
+        workdir=workdir, diff=selection.diff, changed_paths=selection.paths,
+        title=pull.title, body=pull.body, guidelines=plan.guidelines,
+        instructions=plan.repository.instructions, language=plan.repository.language,
+        declined=plan.threads.declined, earlier=plan.threads.earlier,
+        base_sha=pull.base_sha, head_sha=pull.head_sha, reviewed_since=plan.since,
+        mode=mode, max_turns=max_turns, wall_clock_seconds=wall_clock_seconds,
+        max_run_tokens=plan.reserved, log_extra=dict(plan.extra),
+    )
+
+
+async def run_engine(engine: Engine, request: EngineRequest, *, grace_seconds: float,
+                     extra: dict[str, object], metrics: Metrics | None = None
+                     ) -> EngineResult:
+    """The engine's result, counted and timed; an engine that raises or overstays its wall
+    clock by ``grace_seconds`` still yields one."""
+    started = time.perf_counter()
+    result = await _result(engine, request, grace_seconds, extra)
+    if metrics is not None:
+        metrics.engine_finished(result.stop_reason, time.perf_counter() - started,
+                                result.usage.tokens or 0)
+    return result
+
+
+async def _result(engine: Engine, request: EngineRequest, grace_seconds: float,
+                  extra: dict[str, object]) -> EngineResult:
+    try:
+        with anyio.move_on_after(request.wall_clock_seconds + grace_seconds):
+            return await engine.run(request)
+    except Exception as exc:
+        log.exception("the engine raised instead of returning a result", extra=extra)
+        return EngineResult(usage=unknown_usage(engine.name, None), stop_reason="engine_error",
+                            detail=f"the engine raised {type(exc).__name__}")
+    log.error("the engine ran %.0f s past its wall clock; stopped waiting", grace_seconds,
+              extra=extra)
+    return EngineResult(usage=unknown_usage(engine.name, None), stop_reason="timeout",
+                        detail="the engine did not stop at its wall clock")
