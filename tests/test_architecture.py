@@ -347,3 +347,11 @@ def test_the_private_code_rule_sees_what_it_looks_for() -> None:
     """Not vacuous: the allowed subclasses are found as subclasses."""
     sources = "".join(path.read_text() for _, path in _modules())
     assert "yaml.SafeLoader" in sources and "Collector" in sources
+
+
+def test_one_nap_wakes_the_loops() -> None:
+    """Every loop's wait between passes is ``runtime/nap.py``'s ``Nap``: only it schedules a
+    wake-up from another thread onto a loop."""
+    found = [name for name, path in _modules()
+             if "call_soon_threadsafe" in path.read_text() and name != "service.runtime.nap"]
+    assert found == []

@@ -130,7 +130,7 @@ class EarlyAck:
                 await self.sweep()
             except Exception:  # a store or GitHub fault: the job still acknowledges
                 log.exception("early acknowledgement failed; the workers will acknowledge")
-            await self._nap(stop, self._interval)
+            await self._nap(self._interval, stop)
 
     async def sweep(self) -> int:
         """Acknowledge every recent pending row not yet seen here; how many were posted."""

@@ -34,6 +34,7 @@ import anyio
 from service.budget.governor import Governor
 from service.observe.health import Health
 from service.observe.metrics.instruments import Metrics
+from service.runtime.nap import Nap
 from service.storage import queue_lease
 from service.storage.database import Database
 from service.storage.errors import is_contention, is_unavailable
@@ -95,10 +96,9 @@ class WorkerPool:
         self._grace = grace_seconds
         self.owners: tuple[str, ...] = tuple(
             owner_id(slot, host=host, pid=pid) for slot in range(count))
-        # One event per worker: wake() sets them all and each worker clears its own just
+        # One nap per worker: wake() ends them all and each worker begins its own just
         # before it claims, so a wake-up that lands during a claim is never lost.
-        self._wakes = {owner: asyncio.Event() for owner in self.owners}
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._naps = {owner: Nap() for owner in self.owners}
         self._jobs: dict[str, anyio.CancelScope] = {}
         #: Claims taken and restarts made, per owner (for tests and /healthz).
         self.claims: dict[str, int] = dict.fromkeys(self.owners, 0)
@@ -108,22 +108,14 @@ class WorkerPool:
 
     def wake(self) -> None:
         """End every worker's nap now: new work was enqueued. Safe from any thread."""
-        loop = self._loop
-        if loop is None or _running_loop() is loop or not loop.is_running():
-            self._set_wakes()
-        else:
-            loop.call_soon_threadsafe(self._set_wakes)
-
-    def _set_wakes(self) -> None:
-        for event in self._wakes.values():
-            event.set()
+        for nap in self._naps.values():
+            nap.wake()
 
     async def run(self, stop: asyncio.Event, force: asyncio.Event | None = None) -> None:
         """Run the workers until ``stop`` is set, then wind down (see the module doc).
 
         ``force`` set after ``stop`` (a second SIGTERM) ends the grace period at once.
         """
-        self._loop = asyncio.get_running_loop()
         if self._health is not None:
             self._health.workers_started(list(self.owners))
         log.info("workers started", extra={"owners": list(self.owners)})
@@ -137,7 +129,7 @@ class WorkerPool:
 
     async def _enforce_grace(self, stop: asyncio.Event, force: asyncio.Event) -> None:
         await stop.wait()
-        self._set_wakes()
+        self.wake()
         if self._jobs:
             log.info("stopping: %d job(s) running, %.0f s to finish", len(self._jobs),
                      self._grace)
@@ -167,14 +159,14 @@ class WorkerPool:
     async def _work(self, owner: str, stop: asyncio.Event) -> None:
         idle_min, idle_max = self._idle
         nap = idle_min
-        wake = self._wakes[owner]
+        napping = self._naps[owner]
         while not stop.is_set():
-            wake.clear()
+            napping.begin()
             claim = await self._claim(owner)
             if claim is None:
                 self.napping.add(owner)
                 try:
-                    await self._nap(nap, wake, stop)
+                    await napping(nap, stop)
                 finally:
                     self.napping.discard(owner)
                 nap = min(idle_max, nap * 2)
@@ -207,20 +199,3 @@ class WorkerPool:
                 return None
             raise
 
-    @staticmethod
-    async def _nap(seconds: float, wake: asyncio.Event, stop: asyncio.Event) -> None:
-        """Sleep ``seconds`` or until ``wake()`` or ``stop``, whichever comes first."""
-        with anyio.move_on_after(seconds):
-            async with anyio.create_task_group() as tg:
-                async def wait(event: asyncio.Event) -> None:
-                    await event.wait()
-                    tg.cancel_scope.cancel()
-                tg.start_soon(wait, wake)
-                tg.start_soon(wait, stop)
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None

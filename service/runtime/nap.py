@@ -1,20 +1,28 @@
 """A loop's nap between passes, ended early by a wake-up from any thread.
 
-What enqueues work (the webhook receiver, the poller) wakes the loops that act on it
-(the early 👀, the check runs) so they look at once instead of at their next interval.
+The one wait every loop of the service naps with: the workers between claims, the poller
+between cycles, the early 👀 and the check runs between passes. What enqueues work (the
+webhook receiver, the poller) wakes the loops that act on it so they look at once instead
+of at their next interval; a stop ends every nap.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
-import anyio
+Sleep = Callable[[float], Awaitable[None]]
 
 
 class Nap:
-    """``await nap(stop, seconds)`` sleeps until ``wake()``, ``stop`` or ``seconds``."""
+    """``await nap(seconds, stop)`` sleeps until ``wake()``, ``stop`` or ``seconds``.
 
-    def __init__(self) -> None:
+    ``sleep`` is how the seconds pass (``asyncio.sleep``; a test's virtual clock); an
+    error it raises is the nap's.
+    """
+
+    def __init__(self, sleep: Sleep = asyncio.sleep) -> None:
+        self._sleep = sleep
         self._event = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -38,11 +46,18 @@ class Nap:
         self._loop = asyncio.get_running_loop()
         self._event.clear()
 
-    async def __call__(self, stop: asyncio.Event, seconds: float) -> None:
-        with anyio.move_on_after(seconds):
-            async with anyio.create_task_group() as tg:
-                async def wait(event: asyncio.Event) -> None:
-                    await event.wait()
-                    tg.cancel_scope.cancel()
-                tg.start_soon(wait, self._event)
-                tg.start_soon(wait, stop)
+    async def __call__(self, seconds: float, stop: asyncio.Event | None = None) -> None:
+        waits = [asyncio.ensure_future(self._sleep(seconds)),
+                 asyncio.ensure_future(self._event.wait())]
+        if stop is not None:
+            waits.append(asyncio.ensure_future(stop.wait()))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in waits:
+                task.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+        sleeper = waits[0]
+        failure = None if sleeper.cancelled() else sleeper.exception()
+        if failure is not None:
+            raise failure

@@ -36,6 +36,7 @@ from service.github.client import GitHubClient
 from service.github.errors import GitHubError, RateLimited
 from service.intake.rules.decisions import TriggerContext
 from service.observe.metrics.instruments import Metrics
+from service.runtime.nap import Nap
 from service.storage import repository_polls
 from service.storage.database import Database, Leadership
 from service.storage.errors import is_contention, is_unavailable
@@ -128,7 +129,6 @@ class Poller:
         self._clock = clock
         self._interval = interval
         self._allowlist = tuple(repositories)
-        self._sleep = sleep
         self._on_cycle = on_cycle
         self._metrics = metrics
         self._leadership = leadership
@@ -145,12 +145,11 @@ class Poller:
         self._refreshed_once = False
         self._legacy_done = False
         # request_refresh() may come from another thread: a generation counter under a
-        # lock, and the wake-up scheduled onto the loop that runs us.
+        # lock, and a wake-up of the nap between cycles.
         self._refresh_lock = threading.Lock()
         self._refresh_requested = 0
         self._refresh_done = 0
-        self._wake = asyncio.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._nap = Nap(sleep)
 
     @classmethod
     def from_config(
@@ -186,9 +185,7 @@ class Poller:
         ``installation`` and ``installation_repositories`` events)."""
         with self._refresh_lock:
             self._refresh_requested += 1
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._wake.set)
+        self._nap.wake()
 
     # -- one cycle -------------------------------------------------------------------------
 
@@ -395,21 +392,17 @@ class Poller:
         """Poll until cancelled (or for ``cycles`` cycles), waiting between cycles."""
         if cycles is not None and cycles < 1:
             raise ValueError("cycles must be at least 1")
-        self._loop = asyncio.get_running_loop()
-        try:
-            done = 0
-            while True:
-                if not await self._leads():
-                    await self._pause(self._interval.total_seconds())
-                    continue
-                report = await self.poll_once(self._now())
-                done += 1
-                if cycles is not None and done >= cycles:
-                    return
-                wait = (report.next_at - self._now()).total_seconds()
-                await self._pause(max(wait, 0.0))
-        finally:
-            self._loop = None
+        done = 0
+        while True:
+            if not await self._leads():
+                await self._pause(self._interval.total_seconds())
+                continue
+            report = await self.poll_once(self._now())
+            done += 1
+            if cycles is not None and done >= cycles:
+                return
+            wait = (report.next_at - self._now()).total_seconds()
+            await self._pause(max(wait, 0.0))
 
     async def _leads(self) -> bool:
         """Whether this process is the one poller among those sharing the store.
@@ -432,18 +425,8 @@ class Poller:
 
     async def _pause(self, seconds: float) -> None:
         """Sleep ``seconds`` with the injected sleep, or less if a refresh is requested."""
-        self._wake.clear()
+        self._nap.begin()
         with self._refresh_lock:
             if self._refresh_requested > self._refresh_done:
                 return
-        sleeper = asyncio.ensure_future(self._sleep(seconds))
-        waker = asyncio.ensure_future(self._wake.wait())
-        try:
-            await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (sleeper, waker):
-                task.cancel()
-            await asyncio.gather(sleeper, waker, return_exceptions=True)
-        failure = None if sleeper.cancelled() else sleeper.exception()
-        if failure is not None:
-            raise failure
+        await self._nap(seconds)

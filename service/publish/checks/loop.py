@@ -109,7 +109,7 @@ class CheckRuns:
                 await self.sync(self._clock())
             except Exception:
                 log.exception("check-run pass failed; the next pass tries again")
-            await self._nap(stop, self._interval)
+            await self._nap(self._interval, stop)
 
     async def sync(self, now: datetime) -> int:
         """One pass (the module docstring); how many check runs GitHub was told of.
