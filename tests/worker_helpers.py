@@ -151,14 +151,14 @@ class Sim:
         return replace(self.config, **{name: replace(getattr(self.config, name), **keys)
                                        for name, keys in sections.items()})
 
-    def runner(self, config: Config | None = None, tuning: Tuning | None = None
-               ) -> JobRunner:
+    def runner(self, config: Config | None = None, tuning: Tuning | None = None, *,
+               publisher: Any = None) -> JobRunner:
         return JobRunner(
             store=self.store, leasing=self.queue.leasing, governor=self.governor,
             github=self.github,
             installations=Installations(self.store, self.github), checkouts=self.checkouts,
-            engine=self.engine, publisher=self.publisher, clock=self.world.clock.now,
-            config=config or self.config, tuning=tuning or self.tuning)
+            engine=self.engine, publisher=publisher or self.publisher,
+            clock=self.world.clock.now, config=config or self.config, tuning=tuning or self.tuning)
 
     # -- inspection ---------------------------------------------------------------------
 

@@ -148,7 +148,7 @@ class GitHubPublisher:
 
     async def publish(self, run: RecordedRun) -> None:
         """Publish a run the worker has just recorded (see ``publish_key``)."""
-        await self.publish_key(run.dedupe_key)
+        await self.publish_key(run.dedupe_key, anchors=run.anchors)
 
     async def notify_refusals(self, governor: Governor, now: datetime) -> int:
         """Post the notices now owed (``notices.Notices.notify_refusals``)."""
@@ -156,15 +156,17 @@ class GitHubPublisher:
 
     # -- one attempt ----------------------------------------------------------------------
 
-    async def publish_key(self, key: str) -> PublishResult:
+    async def publish_key(self, key: str, *, anchors: str | None = None) -> PublishResult:
         """One publication attempt for the run recorded under ``key``; then the pull
-        request's summary comment is brought up to date (``summary.Summaries``)."""
-        result = await self._one(key)
+        request's summary comment is brought up to date (``summary.Summaries``).
+        ``anchors``: the pull request's diff, when the caller has it at hand (the worker
+        that just read it); otherwise it is fetched when findings need placing."""
+        result = await self._one(key, anchors)
         if self._metrics is not None and result.status != "skipped":
             self._metrics.published("existing" if result.existing else result.status)
         return result
 
-    async def _one(self, key: str) -> PublishResult:
+    async def _one(self, key: str, anchors: str | None = None) -> PublishResult:
         now = self._clock()
         try:
             pub = await self._claim(key, now)
@@ -175,7 +177,7 @@ class GitHubPublisher:
             return PublishResult(key, "failed")
         if pub is None:
             return PublishResult(key, "skipped")
-        result = await self._publish(pub)
+        result = await self._publish(pub, anchors)
         if result.status == "published" and pub.fixed:
             await self._resolve_fixed(pub)
         if self.summaries is not None:
@@ -206,14 +208,14 @@ class GitHubPublisher:
             log.info("resolved %d thread(s) of findings that no longer hold", len(done),
                      extra=extra)
 
-    async def _publish(self, pub: Publication) -> PublishResult:
+    async def _publish(self, pub: Publication, anchors: str | None = None) -> PublishResult:
         """The claimed run's attempt, under its lease (released whatever happens)."""
         key = pub.dedupe_key
         extra = {"dedupe_key": key, "repo": pub.repo, "pr": pub.pr_number,
                  "attempt": pub.attempts}
         try:
             with anyio.fail_after(ATTEMPT_LIMIT.total_seconds()):
-                return await self._holding(key, self._attempt(pub, extra))
+                return await self._holding(key, self._attempt(pub, extra, anchors))
         except (_Permanent, Forbidden, NotFound, Unprocessable) as exc:
             await self._give_up(key, self._clock())
             log.error("GitHub refused the publication; publish_failed_at stamped (clear it "
@@ -261,7 +263,8 @@ class GitHubPublisher:
                 log.warning("could not renew the publication lease", exc_info=True,
                             extra={"dedupe_key": key})
 
-    async def _attempt(self, pub: Publication, extra: dict[str, object]) -> PublishResult:
+    async def _attempt(self, pub: Publication, extra: dict[str, object],
+                       anchors: str | None = None) -> PublishResult:
         if self._config().dry_run:
             self._preview(pub)
             await self._record(pub, "dry_run", published=True, comment_id=None)
@@ -285,7 +288,7 @@ class GitHubPublisher:
             return await self._superseded(installation, pub, pull, extra)
         if pub.is_describe:
             return await self._describe(installation, pub, pull, extra)
-        return await self._review(installation, pub, extra)
+        return await self._review(installation, pub, extra, anchors)
 
     def _preview(self, pub: Publication) -> None:
         """Compose what would be posted (a dry run still proves it can be composed)."""
@@ -371,12 +374,14 @@ class GitHubPublisher:
         return PublishResult(pub.dedupe_key, "published", comment_id=comment_id)
 
     async def _review(self, installation: int, pub: Publication,
-                      extra: dict[str, object]) -> PublishResult:
+                      extra: dict[str, object], anchors: str | None = None
+                      ) -> PublishResult:
         path = f"/repos/{pub.repo}/pulls/{pub.pr_number}/reviews"
         inline: tuple[Finding, ...] = ()
         body_only = pub.findings
         if pub.findings:
-            diff = await lookup.read_diff(self._github, installation, pub.repo, pub.pr_number)
+            diff = anchors if anchors is not None else await lookup.read_diff(
+                self._github, installation, pub.repo, pub.pr_number)
             inline, body_only = split_findings(pub.findings, diff)
         notes: tuple[str, ...] = ()
         if pub.is_mention:  # a person asked: the answer names what is wrong with the file

@@ -11,7 +11,7 @@ The content's JSON forms are ``service.publish.run_content``'s.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final, Literal
 
@@ -59,6 +59,11 @@ class RecordedRun:
     resets_at: datetime | None = None  # when a plan limit said it resets (usage_limit)
     #: Earlier findings the engine said no longer hold (their threads to resolve).
     fixed: tuple[Fixed, ...] = ()
+    #: The pull request's whole diff as GitHub anchors review comments to it, when the
+    #: worker read exactly that (a full review against GitHub's base): the first attempt
+    #: places inline comments on it instead of fetching it again. Not stored; a retry
+    #: fetches it.
+    anchors: str | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:

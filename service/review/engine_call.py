@@ -41,6 +41,8 @@ class Plan:
     extra: dict[str, object]
     repository: RepositoryReview
     threads: ThreadsView = NO_THREADS
+    #: The pull request's diff as GitHub anchors comments to it, when this is that diff.
+    anchors: str | None = None
 
 
 def outcome_for(stop_reason: str, truncated_by_size: bool) -> Outcome:

@@ -189,6 +189,7 @@ class JobRunner:
                                          config=config, extra=extra)
                    if job.command == "review" else NO_THREADS)
 
+        base_sha = pull.base_sha
         bare, pull = await prepare.checkout(self._github, self._checkouts, repo=job.repo,
                                             pull=pull, installation=installation,
                                             extra=extra)
@@ -198,6 +199,10 @@ class JobRunner:
         selection = select(files, excluded=reading.excluded_paths,
                            max_lines=config.review.max_diff_lines)
         extra = {**extra, "lines": selection.lines, "reviewed_since": since}
+        # The whole pull request against GitHub's own base is the diff GitHub anchors
+        # review comments to: the publisher places the findings on it, not on a refetch.
+        anchors = ("".join(f.text for f in files)
+                   if since is None and pull.base_sha == base_sha else None)
         if not selection.files:
             if selection.truncated:
                 log.warning("every file is over review.max_diff_lines; refused", extra=extra)
@@ -224,7 +229,7 @@ class JobRunner:
         plan = Plan(pull=pull, since=since, selection=selection, reserved=reserved,
                     guidelines=await prepare.guidelines(bare, pull.base_sha,
                                                         reading.guideline_paths),
-                    extra=extra, repository=reading, threads=threads)
+                    extra=extra, repository=reading, threads=threads, anchors=anchors)
         return plan, bare
 
     async def _review(self, claim: Claim, prepared: tuple[Plan, BareRepo],
@@ -273,7 +278,7 @@ class JobRunner:
             assessment=result.assessment, description=result.description,
             omitted=selection.omitted, usage=priced(result), recorded_at=self._clock(),
             detail=result.detail, resets_at=result.usage_limit_resets_at,
-            fixed=fixed_threads(plan.threads, result),
+            fixed=fixed_threads(plan.threads, result), anchors=plan.anchors,
         )
         committed = await self._settle.commit(run, reviewed_lines=selection.lines)
         progress.done = True

@@ -13,7 +13,7 @@ from service.publish.github import GitHubPublisher
 from service.publish.retry import republish_pending
 from service.review.installations import Installations
 from service.review.job import JobRunner
-from tests.worker_helpers import REPO, build_sim, close_sim
+from tests.worker_helpers import REPO, Sim, build_sim, close_sim
 
 
 @pytest.mark.anyio
@@ -51,5 +51,42 @@ async def test_a_mention_is_acknowledged_reviewed_and_published_once(tmp_path: P
         assert await republish_pending(sim.store, publisher, sim.now()) == 0
         assert len([r for r in sim.world.reviews.values() if r.pull_number == pr.number]) == 1
         assert sim.world.pull(REPO, pr.number).head.head_sha == review.commit_id
+        # The finding was placed on the diff the worker had read, not on a second fetch.
+        assert diff_reads(sim) == []
+    finally:
+        await close_sim(sim)
+
+
+def diff_reads(sim: Sim) -> list[str]:
+    """The GETs of the pull request's diff (the diff media type or its files)."""
+    return [r.path for r in sim.world.requests.matching("GET", f"/repos/{REPO}/pulls/*")
+            if r.path.endswith("/files")
+            or "diff" in r.headers.get("accept", "")]
+
+
+@pytest.mark.anyio
+async def test_a_retried_publication_fetches_the_diff_it_does_not_have(
+        tmp_path: Path) -> None:
+    sim = build_sim(tmp_path)
+    try:
+        publisher = GitHubPublisher(
+            store=sim.store, github=sim.github,
+            installations=Installations(sim.store, sim.github), clock=sim.world.clock.now,
+            config=PublishConfig, mention="@claude", bot_login=lambda: "pr-reviewer[bot]")
+        pr = sim.open_pr({"src/app.py": "changed 1\n" + "".join(
+            f"line {i}\n" for i in range(2, 21))})
+        key, _ = sim.enqueue_mention(pr)
+        # The first attempt fails at GitHub: the run stays recorded for the re-offer loop.
+        sim.world.faults.add(method="POST", path_glob="*/reviews", status=502, times=1)
+        await sim.runner(publisher=publisher)(sim.claim())
+        assert diff_reads(sim) == []
+        sim.world.clock.advance(600)
+        assert await republish_pending(sim.store, publisher, sim.now()) == 1
+        (review,) = [r for r in sim.world.reviews.values() if r.pull_number == pr.number]
+        (inline,) = [c for c in sim.world.review_comments.values()
+                     if c.review_id == review.id]
+        assert (inline.path, inline.line) == ("src/app.py", 1)
+        assert len(diff_reads(sim)) == 1
+        assert sim.run_row(key)["publish_outcome"] == "published"  # type: ignore[index]
     finally:
         await close_sim(sim)
