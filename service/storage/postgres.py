@@ -219,9 +219,15 @@ class _Leadership:
         return self._leading
 
     def close(self) -> None:
-        conn, self._conn, self._leading = self._conn, None, False
+        conn, leading = self._conn, self._leading
+        self._conn, self._leading = None, False
         if conn is not None:
             with contextlib.suppress(psycopg.Error):
+                if leading and not conn.closed:
+                    # Released before the connection goes: the server ends a closed
+                    # session in its own time, and a standby asking meanwhile would
+                    # still find the lock held.
+                    conn.execute("SELECT pg_advisory_unlock(%s)", (self._key,))
                 conn.close()
 
 
