@@ -355,3 +355,23 @@ def test_one_nap_wakes_the_loops() -> None:
     found = [name for name, path in _modules()
              if "call_soon_threadsafe" in path.read_text() and name != "service.runtime.nap"]
     assert found == []
+
+
+def test_what_the_services_compose_reads_them_and_never_writes_into_them() -> None:
+    """``Services`` is built once by the composition root and read; the one field it
+    replaces is ``config``, at a SIGHUP reload. Fan-out goes through a ``Bell``."""
+    writes = []
+    for name, path in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[ast.expr] = []
+            if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in ("append", "extend", "insert", "update"):
+                targets = [node.func.value]
+            for target in targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                        and target.value.id == "services" \
+                        and (name, target.attr) != ("service.app.daemon", "config"):
+                    writes.append(f"{name}: services.{target.attr}")
+    assert writes == []

@@ -131,7 +131,7 @@ async def _run_web(services: Services, stop: asyncio.Event) -> None:
         governor=services.governor, triggers=services.identity.context,
         health=services.health, clock=services.clock,
         on_installation_change=services.installation_changed,
-        on_enqueued=services.wake_workers, metrics=services.metrics,
+        on_enqueued=services.queued.ring, metrics=services.metrics,
         environ=services.environ,
     )
     server = web_server(app, services.config.server)

@@ -53,7 +53,7 @@ async def run_poller(services: Services, stop: asyncio.Event) -> None:
     def on_cycle(success: bool, at: datetime) -> None:
         if success:
             services.health.poller_cycle_succeeded(at)
-        services.wake_workers()  # whatever the cycle enqueued is claimable now
+        services.queued.ring()  # whatever the cycle enqueued is claimable now
 
     # One poller among every process on the store (on PostgreSQL, across hosts): the others
     # stand by and take over when the leader's connection goes.
@@ -65,7 +65,7 @@ async def run_poller(services: Services, stop: asyncio.Event) -> None:
         before_poll=(None if services.repo_configs is None
                      else services.repo_configs.refresh_if_stale),
         metrics=services.metrics)
-    services.installation_listeners.append(lambda change: poller.request_refresh())
+    services.installations.answer(lambda change: poller.request_refresh())
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(poller.run)
@@ -186,7 +186,8 @@ async def run_workers(services: Services, stop: asyncio.Event) -> None:
         governor=services.governor, config=lambda: services.config.checks,
         publish=lambda: services.config.publish, clock=services.clock,
         max_attempts=services.leasing.max_attempts, health=services.health)
-    services.wakers.extend((pool.wake, early.wake, check_runs.wake))
+    for wake in (pool.wake, early.wake, check_runs.wake):
+        services.queued.answer(wake)
     async with anyio.create_task_group() as tg:
         tg.start_soon(maintain, services, publisher)
         tg.start_soon(early.run, stop)

@@ -21,6 +21,7 @@ from service.github.client import GitHubClient
 from service.observe.health import Health
 from service.observe.metrics.instruments import Metrics
 from service.review.repository_config import RepositoryConfigs
+from service.runtime.nap import Bell
 from service.storage.database import Database
 from service.storage.queue_lease import Leasing
 
@@ -50,10 +51,12 @@ class Services:
     #: Set by a second SIGTERM/SIGINT: stop now, without waiting for open connections
     #: or for running jobs (the workers cancel them, which hands their rows back).
     force: asyncio.Event = field(default_factory=asyncio.Event)
-    #: Called (on the event loop) after an installation webhook changed ``repositories``;
-    #: a poller in this process adds its ``request_refresh`` here.
-    installation_listeners: list[Callable[[InstallationChange], None]] = field(
-        default_factory=list)
+    #: Rung after anything in this process enqueued work: the workers, the early 👀 and
+    #: the check runs answer it (``wake``).
+    queued: Bell = field(default_factory=lambda: Bell("queued"))
+    #: Rung (on the event loop) after an installation webhook changed ``repositories``
+    #: (with the ``InstallationChange``): a poller in this process answers it with a refresh.
+    installations: Bell = field(default_factory=lambda: Bell("installations"))
     #: What the engine's scrubbed environment is drawn from (credentials by name).
     environ: Mapping[str, str] = field(default_factory=dict)
     #: The repositories' own config files (``.github/pr-review-agent.yml``); None: only the
@@ -64,20 +67,13 @@ class Services:
     #: ``serve``'s signal handling, told when the web server serves (uvicorn takes the
     #: signals then too); None where nothing handles signals (a test, ``review``).
     shutdown: Shutdown | None = None
-    #: The workers' ``wake``: called after anything in this process enqueued work.
-    wakers: list[Callable[[], None]] = field(default_factory=list)
-
-    def wake_workers(self) -> None:
-        for wake in self.wakers:
-            wake()
 
     def installation_changed(self, change: InstallationChange) -> None:
-        """The web receiver's ``on_installation_change``: tell every listener."""
+        """The web receiver's ``on_installation_change``: logged, then rung."""
         log.info("installation changed", extra={
             "installation_id": change.installation_id, "action": change.action,
             "added": list(change.added), "removed": list(change.removed)})
-        for listener in self.installation_listeners:
-            listener(change)
+        self.installations.ring(change)
 
 
 def service_redactor(config: Config, environ: Mapping[str, str]) -> Redactor:

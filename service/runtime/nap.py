@@ -61,3 +61,27 @@ class Nap:
         failure = None if sleeper.cancelled() else sleeper.exception()
         if failure is not None:
             raise failure
+
+
+class Bell:
+    """One event of a process — "work was queued", "the installations changed" — told to
+    everything that acts on it, from any thread.
+
+    The composition root makes one bell per event and hands it to what rings it (the web
+    receiver, the poller) and to what answers it (the workers, the early 👀, the check
+    runs, the poller's refresh), each subscribing where it is built; a ring reaches every
+    answer subscribed by then.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._answers: list[Callable[..., None]] = []
+
+    def answer(self, fn: Callable[..., None]) -> None:
+        """Call ``fn`` (with the ring's arguments) at every ring from now on."""
+        self._answers.append(fn)
+
+    def ring(self, *args: object) -> None:
+        """Tell every answer; each must be safe from any thread and return at once."""
+        for fn in tuple(self._answers):
+            fn(*args)

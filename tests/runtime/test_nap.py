@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from service.runtime.nap import Nap
+from service.runtime.nap import Bell, Nap
 
 LONG = 3600.0  # a nap that only a wake-up or a stop can end within the test
 
@@ -67,3 +67,23 @@ async def test_an_error_of_the_sleep_is_the_naps() -> None:
     nap.begin()
     with pytest.raises(RuntimeError, match="the clock broke"):
         await nap(1.0)
+
+
+def test_a_bell_tells_every_answer_with_its_arguments() -> None:
+    bell = Bell("installations")
+    heard: list[tuple[str, object]] = []
+    bell.ring("before anyone answers")  # nobody yet: nothing, and no error
+    bell.answer(lambda change: heard.append(("poller", change)))
+    bell.answer(lambda change: heard.append(("other", change)))
+    bell.ring("added o/r")
+    assert heard == [("poller", "added o/r"), ("other", "added o/r")]
+
+
+@pytest.mark.anyio
+async def test_a_bell_ends_the_naps_that_answer_it() -> None:
+    bell, naps = Bell("queued"), [Nap(), Nap()]
+    for nap in naps:
+        nap.begin()
+        bell.answer(nap.wake)
+    threading.Thread(target=bell.ring).start()
+    await asyncio.wait_for(asyncio.gather(*(nap(LONG) for nap in naps)), timeout=120)
