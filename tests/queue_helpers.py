@@ -7,6 +7,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from service.budget.governor import Governor
 from service.config.schema import BudgetConfig
 from service.intake.ingest import Applied, Decided, apply_decisions
@@ -95,3 +97,15 @@ def drain_racing(open_store: Callable[[], Database], config: BudgetConfig,
     if errors:
         raise errors[0]
     return violations
+
+
+@pytest.fixture(name="store")
+def both_backends_store(database: Database) -> Database:
+    """The store a queue test runs on: SQLite, then PostgreSQL (``database``)."""
+    return database
+
+
+@pytest.fixture(name="queue")
+def both_backends_queue(store: Database) -> QueueDriver:
+    """The queue over ``store``, with leases of ``LEASE``."""
+    return QueueDriver(store, lease=LEASE)

@@ -258,9 +258,10 @@ _ONE_BACKEND = {
               "backend in test_sqlite.py and test_postgres.py)",
 }
 #: What marks a test module as running on PostgreSQL: the two-backend ``database``
-#: fixture (or the publisher rig built on it), or PostgreSQL made by hand.
+#: fixture (or the publisher rig or the queue's store built on it), or PostgreSQL made by
+#: hand.
 _POSTGRES_MARKS = frozenset({"database", "rig", "BACKENDS", "throwaway_database",
-                             "PostgresStore", "private_cluster"})
+                             "PostgresStore", "private_cluster", "both_backends_store"})
 
 
 def _runs_on_postgres(path: Path) -> bool:
@@ -271,6 +272,8 @@ def _runs_on_postgres(path: Path) -> bool:
                 return True
         elif isinstance(node, ast.Name) and node.id in _POSTGRES_MARKS:
             return True
+        elif isinstance(node, ast.alias) and node.name in _POSTGRES_MARKS:
+            return True  # a fixture on both backends, imported to be used
     return False
 
 

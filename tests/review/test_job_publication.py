@@ -20,10 +20,7 @@ from tests.worker_helpers import REPO, Sim, build_sim, close_sim
 async def test_a_mention_is_acknowledged_reviewed_and_published_once(tmp_path: Path) -> None:
     sim = build_sim(tmp_path)
     try:
-        publisher = GitHubPublisher(
-            store=sim.store, github=sim.github,
-            installations=Installations(sim.store, sim.github), clock=sim.world.clock.now,
-            config=PublishConfig, mention="@claude", bot_login=lambda: "pr-reviewer[bot]")
+        publisher = github_publisher(sim)
         pr = sim.open_pr({"src/app.py": "changed 1\n" + "".join(
             f"line {i}\n" for i in range(2, 21))})
         key, comment_id = sim.enqueue_mention(pr)
@@ -69,10 +66,7 @@ async def test_a_retried_publication_fetches_the_diff_it_does_not_have(
         tmp_path: Path) -> None:
     sim = build_sim(tmp_path)
     try:
-        publisher = GitHubPublisher(
-            store=sim.store, github=sim.github,
-            installations=Installations(sim.store, sim.github), clock=sim.world.clock.now,
-            config=PublishConfig, mention="@claude", bot_login=lambda: "pr-reviewer[bot]")
+        publisher = github_publisher(sim)
         pr = sim.open_pr({"src/app.py": "changed 1\n" + "".join(
             f"line {i}\n" for i in range(2, 21))})
         key, _ = sim.enqueue_mention(pr)
@@ -90,3 +84,11 @@ async def test_a_retried_publication_fetches_the_diff_it_does_not_have(
         assert sim.run_row(key)["publish_outcome"] == "published"  # type: ignore[index]
     finally:
         await close_sim(sim)
+
+
+def github_publisher(sim: Sim) -> GitHubPublisher:
+    """The daemon's publisher over the simulated GitHub."""
+    return GitHubPublisher(
+        store=sim.store, github=sim.github,
+        installations=Installations(sim.store, sim.github), clock=sim.world.clock.now,
+        config=PublishConfig, mention="@claude", bot_login=lambda: "pr-reviewer[bot]")

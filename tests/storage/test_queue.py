@@ -10,19 +10,10 @@ import pytest
 from service.storage import queue as q
 from service.storage import queue_enqueue, queue_lease
 from service.storage.database import Database
-from service.storage.sqlite import SqliteStore
 from tests.kit.queue import QueueDriver
-from tests.queue_helpers import LEASE, T0, mention, opened
+from tests.queue_helpers import T0, both_backends_queue, both_backends_store, mention, opened
 
-
-@pytest.fixture
-def store(database: Database) -> Database:
-    return database  # each test runs on SQLite and on PostgreSQL
-
-
-@pytest.fixture
-def queue(store: SqliteStore) -> QueueDriver:
-    return QueueDriver(store, lease=LEASE)
+__all__ = ["both_backends_queue", "both_backends_store"]  # the fixtures, on both backends
 
 
 def test_enqueue_stores_every_field(queue: QueueDriver) -> None:
