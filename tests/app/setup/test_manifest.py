@@ -1,82 +1,64 @@
-"""app-manifest.json asks for what the App needs and nothing more, in a form GitHub accepts.
-
-The rules are GITHUB-PLATFORM.md §1: each default event needs its permission (a manifest
-listing issue_comment without issues is rejected: "Default events are not supported by
-permissions: issue_comment"); installation events are delivered anyway and not listed;
-a name is at most 34 characters; reacting to a pull request's conversation comment needs
-pull_requests: write in practice, although the docs list it under issues.
-"""
+"""The registration's pure parts: the manifest built from the packaged document, the
+registration and install URLs, the public URL."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
+
+from service.app.setup.manifest import (
+    MANIFEST,
+    build_manifest,
+    install_url,
+    public_url_for,
+    registration_url,
+)
+from service.config.schema import ServerConfig
 from tests.kit.paths import CHECKOUT
+from tests.simulator import World
 
-MANIFEST = json.loads((CHECKOUT / "app-manifest.json").read_text())
-
-# Which permission an event subscription needs (webhook-events-and-payloads).
-EVENT_PERMISSION = {
-    "pull_request": "pull_requests",
-    "pull_request_review": "pull_requests",
-    "pull_request_review_comment": "pull_requests",
-    "pull_request_review_thread": "pull_requests",
-    "issue_comment": "issues",
-    "check_run": "checks",
-    "check_suite": "checks",
-}
-
-# What the App calls, and the permission each call needs (permissions-required-for-github-apps).
-ENDPOINT_PERMISSION = {
-    "POST /repos/{o}/{r}/pulls/{n}/reviews": ("pull_requests", "write"),
-    "POST /repos/{o}/{r}/pulls/comments/{id}/reactions": ("pull_requests", "write"),
-    "POST /repos/{o}/{r}/issues/comments/{id}/reactions": ("issues", "write"),
-    "POST /repos/{o}/{r}/issues/{n}/reactions": ("issues", "write"),
-    "POST /repos/{o}/{r}/issues/{n}/comments": ("issues", "write"),
-    "PATCH /repos/{o}/{r}/pulls/{n}": ("pull_requests", "write"),
-    "POST /repos/{o}/{r}/check-runs": ("checks", "write"),
-    "PATCH /repos/{o}/{r}/check-runs/{id}": ("checks", "write"),
-    "GET /repos/{o}/{r}/commits/{ref}/check-runs": ("checks", "read"),
-    "GET /repos/{o}/{r}/pulls": ("pull_requests", "read"),
-    "GET /repos/{o}/{r}/issues/comments": ("issues", "read"),
-    "git clone": ("contents", "read"),
-}
-LEVEL = {"read": 1, "write": 2}
+ROOT = CHECKOUT
 
 
-def test_every_event_is_covered_by_a_permission() -> None:
-    permissions = MANIFEST["default_permissions"]
-    for event in MANIFEST["default_events"]:
-        assert EVENT_PERMISSION[event] in permissions, event
+def test_the_packaged_manifest_is_app_manifest_json() -> None:
+    # The wheel carries service/, not the repository's top level: one document, two homes.
+    assert json.loads((ROOT / "app-manifest.json").read_text()) == MANIFEST
 
 
-def test_exactly_the_events_the_agent_acts_on() -> None:
-    assert sorted(MANIFEST["default_events"]) == [
-        "issue_comment", "pull_request", "pull_request_review_comment"]
-    # Delivered to every App without asking; listing them is at best noise.
-    assert "installation" not in MANIFEST["default_events"]
-    assert "installation_repositories" not in MANIFEST["default_events"]
+def test_registration_urls_for_a_person_and_an_organisation() -> None:
+    assert registration_url("https://github.com", "s t") == \
+        "https://github.com/settings/apps/new?state=s+t"
+    assert registration_url("https://ghe.example.com", "abc", "acme-corp") == \
+        "https://ghe.example.com/organizations/acme-corp/settings/apps/new?state=abc"
+    with pytest.raises(ValueError, match="organisation"):
+        registration_url("https://github.com", "abc", "../admin")
+    assert install_url("https://github.com/apps/x/") == \
+        "https://github.com/apps/x/installations/new"
 
 
-def test_every_call_the_agent_makes_is_permitted_and_nothing_more_is_asked() -> None:
-    permissions = MANIFEST["default_permissions"]
-    for call, (name, level) in ENDPOINT_PERMISSION.items():
-        assert name in permissions, call
-        assert LEVEL[permissions[name]] >= LEVEL[level], call
-    # Minimal: checks for the check runs every trigger gets, no administration, no secrets.
-    assert permissions == {"pull_requests": "write", "issues": "write",
-                           "contents": "read", "metadata": "read", "checks": "write"}
+@pytest.mark.parametrize(("server", "override", "expected"), [
+    (ServerConfig(), None, "http://localhost:8080"),
+    (ServerConfig(host="10.0.0.5", port=9000), None, "http://10.0.0.5:9000"),
+    (ServerConfig(host="::1", port=9000), None, "http://[::1]:9000"),
+    (ServerConfig(public_url="https://r.example"), None, "https://r.example"),
+    (ServerConfig(public_url="https://r.example"), "https://o.example/", "https://o.example"),
+])
+def test_the_public_url_comes_from_the_flag_the_config_or_the_address(
+        server: ServerConfig, override: str | None, expected: str) -> None:
+    assert public_url_for(server, override) == expected
 
 
-def test_the_manifest_has_what_github_requires() -> None:
-    assert len(MANIFEST["name"]) <= 34
-    assert MANIFEST["url"].startswith("https://")
-    assert MANIFEST["hook_attributes"]["url"]
-    assert MANIFEST["hook_attributes"]["active"] is True
-    assert MANIFEST["public"] is False
-    # OAuth-on-install and a setup URL cannot both be set; we use neither.
-    assert not MANIFEST.get("request_oauth_on_install")
-    allowed = {"name", "url", "hook_attributes", "redirect_url", "callback_urls", "setup_url",
-               "description", "public", "default_events", "default_permissions",
-               "request_oauth_on_install", "setup_on_update"}
-    assert set(MANIFEST) <= allowed
+def test_a_bad_public_url_flag_is_refused() -> None:
+    with pytest.raises(ValueError, match="--public-url must be an http"):
+        public_url_for(ServerConfig(), "reviews.example.com")
+
+
+def test_the_built_manifest_is_one_github_accepts() -> None:
+    manifest = build_manifest("https://r.example/agent", "https://r.example/agent/hook")
+    assert manifest["url"] == "https://r.example/agent"
+    assert manifest["hook_attributes"] == {"url": "https://r.example/agent/hook",
+                                           "active": True}
+    assert manifest["redirect_url"] == "https://r.example/agent/setup/callback"
+    assert MANIFEST["hook_attributes"]["url"] == "https://example.invalid/webhook"  # a copy
+    World().create_manifest_code(manifest)  # raises as GitHub's form would refuse it
