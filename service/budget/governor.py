@@ -1,6 +1,6 @@
 """The governor: the one way to a claim that can spend, and where a run is settled.
 
-A claim that can spend goes through ``Governor.admit``, called by ``ReviewQueue.claim``
+A claim that can spend goes through ``Governor.admit``, called by ``queue_lease.claim``
 inside the claim's own ``BEGIN IMMEDIATE``. It reads everything that decides (the shared
 policy, the breaker, the windows at their calibrated limits, the dollar window) in that
 transaction, picks the rung, and either refuses (the row stays pending, no attempt spent)
@@ -260,7 +260,7 @@ class Governor:
 
     def close_lapsed(self, conn: Transaction, keys: Sequence[str],
                      now: datetime) -> None:
-        """Close the open reservations of rows whose worker died (``ReviewQueue.claim``'s
+        """Close the open reservations of rows whose worker died (``queue_lease.claim``'s
         ``lapsed`` hook) as ``lost``, charged in full: nobody can say what they spent."""
         self._store.lock(conn, BUDGET_LOCK)
         for key in keys:
