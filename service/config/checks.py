@@ -17,7 +17,7 @@ from service.config.reader import show
 
 __all__ = ["DEFAULT_USD_PER_MILLION_TOKENS", "SECTION_CHECKS", "api_root_problem",
            "engine_api_url_problem", "env_name_problem", "github_credentials",
-           "mention_problem", "one_of", "public_url_problem", "store_url_problem",
+           "mention_problem", "public_url_problem", "store_url_problem",
            "webhook_path_problem"]
 
 # Routes the web app serves itself; a webhook path on top of one would shadow it.
@@ -28,15 +28,6 @@ _ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 DEFAULT_USD_PER_MILLION_TOKENS: Final = 15
 
 Problem = Callable[[str, str], None]
-
-
-def one_of(allowed: tuple[str, ...]) -> Callable[[str], str | None]:
-    """A check that the value is one of ``allowed``."""
-    def check(value: str) -> str | None:
-        if value in allowed:
-            return None
-        return f"must be one of {', '.join(allowed)}, got {show(value)}"
-    return check
 
 
 def check_name_problem(name: str) -> str | None:

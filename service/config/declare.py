@@ -1,9 +1,13 @@
-"""How a config key is declared: once, on the field of the section it belongs to.
+"""How a config key is declared: once, on the field of the dataclass it fills.
 
 ``key(...)`` makes a dataclass field whose metadata is a ``Key``: the YAML name, what
-kind of value it takes, its bounds, its one-line doc. The validator (``validate.py``)
-walks these declarations to read a file, and ``describe.py`` renders docs/CONFIG.md's key
-tables from them, so a key is added by writing one declaration.
+kind of value it takes, its bounds, its one-line doc. Both config files are declared this
+way — the operator's ``config.yaml`` (``schema.py``, one class per section) and a
+repository's ``.github/pr-review-agent.yml`` (``repository/keys.py``) — and both are read
+by ``read_key.py``. ``validate.py`` and ``repository/parse.py`` walk the declarations to
+read a file, ``describe.py`` renders the docs' key tables from them and
+``repository/json_schema.py`` the published JSON Schema, so a key is added by writing one
+declaration.
 """
 
 from __future__ import annotations
@@ -33,13 +37,16 @@ REQUIRED: Final = _Required()
 class Key:
     """One YAML key: its kind, bounds and documentation.
 
-    ``check`` returns why an (already well-typed) value is refused, or None (or a list of
-    ``(suffix, why)`` naming its items, ``[1]``);
+    ``allowed`` (a string's choices), ``pattern`` (which a string must match whole,
+    described by ``shape``) and ``maximum`` (an int's, or a string's length) bound the
+    value; then ``check`` returns why an (already well-typed) value is refused, or None
+    (or a list of ``(suffix, why)`` naming its items, ``[1]``);
     ``normalize`` turns it into the stored form (run before ``check``). For the secret
     kinds, ``env`` is the environment variable that may hold the value instead of the
     file the key names, and ``pem`` asks for an unencrypted RSA private key.
     ``registration`` marks the keys whose absence only means "the App is not registered
-    yet" (``MissingCredentials``).
+    yet" (``MissingCredentials``). ``inherits`` says, for a repository file's key, what
+    is in force when no file sets it, and ``example`` is the value its docs show.
     """
 
     name: str
@@ -59,6 +66,8 @@ class Key:
     registration: bool = False
     check: Callable[[Any], str | list[tuple[str, str]] | None] | None = None
     normalize: Callable[[Any], Any] | None = None
+    inherits: str = ""
+    example: object = None
 
     @property
     def required(self) -> bool:

@@ -1,18 +1,21 @@
 """Saying what a config means: ``check-config``'s summary, and the docs' key tables.
 
 ``describe_config`` is the operator's view of one valid config (never a secret);
-``key_tables`` renders docs/CONFIG.md's "Every key" tables from the declarations, and a
-test fails when the two differ, so the reference cannot drift from the code.
+``key_tables`` renders docs/CONFIG.md's "Every key" tables from the declarations, and
+``repository_key_table`` docs/REPOSITORY-CONFIG.md's, the same way; a test fails when the
+docs and the declarations differ, so the reference cannot drift from the code.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
 from service.config.declare import Key, Section, keys_of
+from service.config.repository.keys import KEYS as REPOSITORY_KEYS
 from service.config.schema import SECTIONS, BudgetConfig, Config
 
-__all__ = ["describe_config", "key_table", "key_tables"]
+__all__ = ["describe_config", "key_table", "key_tables", "repository_key_table"]
 
 
 def _on(flag: bool) -> str:
@@ -114,13 +117,24 @@ def _default(k: Key) -> str:
     return f"{shown} {k.note}" if k.note else shown
 
 
+def _rows(declared: Iterable[Key], *, header: str) -> list[str]:
+    """A key table: one row per key, its name, its default (or what it inherits), its doc."""
+    return [header, "|---|---|---|", *(
+        f"| `{k.name}` | {k.inherits or _default(k)} | {k.doc} |" for k in declared)]
+
+
 def key_table(spec: Section) -> str:
     """One section's heading and key table, as docs/CONFIG.md has it."""
     title = f" {spec.title}" if spec.title else ""
-    out = [f"### `{spec.name}`{title}", "", "| Key | Default | Meaning |", "|---|---|---|"]
-    for _, declared in keys_of(spec.cls):
-        out += [f"| `{k.name}` | {_default(k)} | {k.doc} |" for k in declared]
-    return "\n".join(out) + "\n"
+    rows = _rows((k for _, ks in keys_of(spec.cls) for k in ks),
+                 header="| Key | Default | Meaning |")
+    return "\n".join([f"### `{spec.name}`{title}", "", *rows]) + "\n"
+
+
+def repository_key_table() -> str:
+    """docs/REPOSITORY-CONFIG.md's table of a repository file's keys."""
+    return "\n".join(_rows(REPOSITORY_KEYS,
+                           header="| Key | When no file sets it | What it does |")) + "\n"
 
 
 def key_tables() -> list[str]:

@@ -19,7 +19,6 @@ from service.config.checks import (
     env_name_problem,
     github_credentials,
     mention_problem,
-    one_of,
     public_url_problem,
     store_url_problem,
     webhook_path_problem,
@@ -122,7 +121,7 @@ class ServerConfig:
         "`token`: the admin routes need `admin_token_file`. `open`: they answer anyone who "
         "can reach the server, which must be reachable by GitHub — every start then logs a "
         "warning. Use `open` only behind a network that keeps strangers out.",
-        'token', check=one_of(ADMIN_MODES))
+        'token', allowed=ADMIN_MODES)
     max_body_bytes: int = key("int",
         "Larger webhook bodies are answered 413.",
         25 * 1024 * 1024, note="(25 MiB, GitHub's cap)")
@@ -225,10 +224,10 @@ class WorkersConfig:
 class EngineConfig:
     kind: str = key("str",
         "One of `claude_code`, `anthropic`, `openai_compatible`.",
-        'claude_code', check=one_of(ENGINE_KINDS))
+        'claude_code', allowed=ENGINE_KINDS)
     response_format: str = key("str",
         "`openai_compatible`: `json_object`, `json_schema` or `none`, as the server supports.",
-        'json_object', check=one_of(ENGINE_RESPONSE_FORMATS))
+        'json_object', allowed=ENGINE_RESPONSE_FORMATS)
     credential_env: tuple[str, ...] = key("strs",
         "The environment variables passed to `claude`, which gets a scrubbed environment and "
         "nothing else. A `GH_*` or `GITHUB_*` name is refused: the engine never sees a GitHub "
@@ -253,7 +252,7 @@ class EngineConfig:
         "([SECURITY](SECURITY.md#a-pull-request-tells-the-model-to-read-the-hosts-files)). The "
         "workers refuse to start when that cannot be proven on this host. `none` turns it off "
         "(logged as a warning).",
-        'landlock', check=one_of(ISOLATIONS))
+        'landlock', allowed=ISOLATIONS)
     isolation_read_paths: tuple[str, ...] = key("strs",
         "Absolute paths the confined CLI may also read (a wrapper script's files). A path that "
         "holds a secret, the config or the store is refused at start.",
@@ -297,7 +296,7 @@ class ReviewConfig:
         "The least serious finding posted: `critical`, `major`, `minor` or `nit`. Those below "
         "are counted in the review body (\"4 more minor notes not shown\"), never silently "
         "dropped. A repository's `.github/pr-review-agent.yml` may set its own.",
-        "nit", check=one_of(SEVERITIES))
+        "nit", allowed=SEVERITIES)
     max_findings: int = key("int",
         "At most this many findings posted per review, the most serious first (1–100); the "
         "rest are counted in the review body. A repository's file may set its own.",
@@ -342,7 +341,7 @@ class ChecksConfig:
     fail_on: str | None = key("str?",
         "A severity (`critical`, `major`, `minor`, `nit`): a review with a finding at or above "
         "it concludes `failure`, so the check can gate merging. `null`: never.",
-        None, check=one_of(SEVERITIES))
+        None, allowed=SEVERITIES)
 
 
 @dataclass(frozen=True, kw_only=True)

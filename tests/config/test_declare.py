@@ -67,3 +67,20 @@ def test_the_summary_names_only_declared_budget_keys() -> None:
     budget_named = {n for n in named if n.endswith(("_tokens", "_pct", "_usd", "_pr"))}
     assert {"session_tokens", "weekly_tokens", "max_run_tokens"} <= budget_named
     assert budget_named <= declared, budget_named - declared
+
+
+def test_both_config_files_are_declared_one_way_and_read_in_one_place() -> None:
+    """The repository's file is declared with ``declare.key`` like the operator's; the
+    reader's typed reads are called from ``read_key`` alone (and a secret's file name)."""
+    from service.config.repository.keys import KEYS, RepoSettings
+
+    declared = [name for name, _ in keys_of(RepoSettings)]
+    assert declared == [f.name for f in dataclasses.fields(RepoSettings)
+                        if f.name != "fail_on_set"]
+    assert [k.name for k in KEYS][-2:] == ["checks.fail_on", "language"]
+    assert all(k.inherits and k.example is not None for k in KEYS)
+    typed = re.compile(r"\.(integer|boolean|string|strings|optional_string)\(")
+    readers = sorted(
+        str(path.relative_to(ROOT)) for path in (ROOT / "service" / "config").rglob("*.py")
+        if path.name != "reader.py" and typed.search(path.read_text()))
+    assert readers == ["service/config/read_key.py", "service/config/secrets.py"]

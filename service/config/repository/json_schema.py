@@ -1,4 +1,4 @@
-"""The JSON Schema of ``.github/pr-review-agent.yml``, for editors, from ``keys.KEYS``.
+"""The JSON Schema of ``.github/pr-review-agent.yml``, for editors, from its declarations.
 
 ``python -m service.config.repository.json_schema`` prints it; docs/pr-review-agent.schema.json
 is that output (a test fails when they differ). An editor with a YAML language server
@@ -11,31 +11,38 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Final
+from typing import Any
 
-from service.config.repository.keys import KEYS, MAX_INSTRUCTIONS, RepoKey
-from service.model.severity import SEVERITIES
+from service.config.declare import Key
+from service.config.repository.keys import KEYS
 
 __all__ = ["schema", "text"]
 
-_KINDS: Final[dict[str, dict[str, Any]]] = {
-    "bool": {"type": "boolean"},
-    "globs": {"type": "array", "items": {"type": "string", "minLength": 1},
-              "uniqueItems": True},
-    "path": {"type": "string", "minLength": 1, "pattern": "^[^/]"},
-    "text": {"type": "string", "minLength": 1, "maxLength": MAX_INSTRUCTIONS},
-    "severity": {"enum": list(SEVERITIES)},
-    "count": {"type": "integer", "minimum": 1, "maximum": 100},
-    "line": {"type": "string", "pattern": "^[\\w][\\w \\-]{0,39}$"},
-}
+def _shape(key: Key) -> dict[str, Any]:
+    """What JSON Schema can say of a declared key: its kind and bounds."""
+    if key.kind == "bool":
+        return {"type": "boolean"}
+    if key.kind == "int":
+        return {"type": "integer", "minimum": key.minimum,
+                **({"maximum": key.maximum} if key.maximum is not None else {})}
+    if key.kind == "strs":
+        return {"type": "array", "items": {"type": "string", "minLength": 1},
+                "uniqueItems": True}
+    if key.kind in ("str", "str?") and key.allowed:
+        return {"enum": [*key.allowed, *([None] if key.kind == "str?" else [])]}
+    if key.kind == "str":
+        shape: dict[str, Any] = {"type": "string", "minLength": 1}
+        if key.maximum is not None:
+            shape["maxLength"] = key.maximum
+        if key.pattern is not None:
+            shape["pattern"] = f"^(?:{key.pattern.pattern})$"
+        return shape
+    raise ValueError(f"no JSON Schema for kind {key.kind!r}")  # pragma: no cover
 
 
-def _property(key: RepoKey) -> dict[str, Any]:
-    shape = dict(_KINDS[key.kind])
-    if key.name == "checks.fail_on":  # null: never fail
-        shape = {"enum": [*SEVERITIES, None]}
-    return {"description": f"{key.doc} Default: {key.default}.".replace("`", ""), **shape,
-            "examples": [key.example]}
+def _property(key: Key) -> dict[str, Any]:
+    return {"description": f"{key.doc} Default: {key.inherits}.".replace("`", ""),
+            **_shape(key), "examples": [key.example]}
 
 
 def schema() -> dict[str, Any]:

@@ -16,13 +16,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from service.config.repository.keys import FILE_PATH, KEYS, RepoSettings
+from service.config.repository.keys import FIELDS, FILE_PATH, RepoSettings
 from service.config.repository.parse import Parsed
 from service.config.schema import ChecksConfig, TriggersConfig
 
 __all__ = ["Effective", "RepoTriggers", "Source", "merge", "triggers"]
 
-_FIELDS = {k.name: ("fail_on" if k.name == "checks.fail_on" else k.name) for k in KEYS}
+_FIELDS = {k.name: field for field, k in FIELDS}
 
 
 @dataclass(frozen=True)

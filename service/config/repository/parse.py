@@ -9,22 +9,20 @@ defaults and says so; ``check-config --repository-file`` prints them and fails.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final, TypeVar
+from pathlib import Path
 
 import yaml
 
+from service.config.read_key import read_key
 from service.config.reader import MISSING, Section, show
-from service.config.repository.keys import LANGUAGE, MAX_FILE_BYTES, MAX_INSTRUCTIONS, RepoSettings
+from service.config.repository.keys import FIELDS, MAX_FILE_BYTES, RepoSettings
 from service.config.strict_yaml import at_line, key_lines, load_strict, yaml_problem
-from service.model.severity import SEVERITIES
 
 __all__ = ["Parsed", "parse_repository_file"]
 
-T = TypeVar("T")
-_SEGMENT: Final = re.compile(r"^[^/\\]+$")
 
 
 @dataclass(frozen=True)
@@ -68,83 +66,25 @@ def parse_repository_file(text: str | bytes) -> Parsed:
 
 
 def _read(top: Section) -> RepoSettings:
-    checks = top.section("checks")
-    fail_on_raw = checks.peek("fail_on")
-    fail_on = _severity(checks, "fail_on")
-    checks.finish()
-    settings = RepoSettings(
-        auto_review=_flag(top, "auto_review"), on_push=_flag(top, "on_push"),
-        drafts=_flag(top, "drafts"), excluded_paths=_globs(top, "excluded_paths"),
-        guidelines=_path(top, "guidelines"), instructions=_instructions(top, "instructions"),
-        min_severity=_severity(top, "min_severity"),
-        max_findings=_count(top, "max_findings"), fail_on=fail_on,
-        fail_on_set=fail_on_raw is None or fail_on is not None,
-        language=_language(top, "language"))
+    """The keys the file sets, each read as declared (``read_key``); a key it does not set
+    stays None. ``checks.fail_on`` is read inside the file's ``checks`` mapping."""
+    inside: dict[str, Section] = {}
+    values: dict[str, object] = {}
+    for attr, declared in FIELDS:
+        parent, _, name = declared.name.rpartition(".")
+        if parent and parent not in inside:
+            inside[parent] = top.section(parent)
+        s = inside[parent] if parent else top
+        if s.peek(name) is MISSING:
+            s.get(name)  # known, for the unknown-key check
+            continue
+        mark = s.mark()
+        # A repository file names no secret: no environment, no files beside it.
+        value = read_key(s, dataclasses.replace(declared, name=name), {}, Path())
+        if not s.failed_since(mark):
+            values[attr] = value
+    for section in inside.values():
+        section.finish()
     top.finish()
-    return settings
-
-
-def _maybe(s: Section, key: str, read: Callable[[], T]) -> T | None:
-    """``read()`` of a key the file sets; None when it does not set it, or the read
-    recorded a problem (the reader's own typed reads say what is wrong)."""
-    if s.peek(key) is MISSING:
-        s.get(key)  # known, for the unknown-key check
-        return None
-    mark = s.mark()
-    value = read()
-    return None if s.failed_since(mark) else value
-
-
-def _flag(s: Section, key: str) -> bool | None:
-    return _maybe(s, key, lambda: s.boolean(key, False))
-
-
-def _text(s: Section, key: str) -> str | None:
-    return _maybe(s, key, lambda: s.string(key, ""))
-
-
-def _globs(s: Section, key: str) -> tuple[str, ...] | None:
-    return _maybe(s, key, lambda: s.strings(key, ()))
-
-
-def _count(s: Section, key: str) -> int | None:
-    return _maybe(s, key, lambda: s.integer(key, None, minimum=1, maximum=100))
-
-
-def _path(s: Section, key: str) -> str | None:
-    value = _text(s, key)
-    if value is None:
-        return None
-    parts = value.split("/")
-    if value.startswith("/") or any(not _SEGMENT.match(p) or p in (".", "..") for p in parts):
-        s.problem(key, f"must be a file path inside the repository, like "
-                       f"docs/review.md, got {show(value)}")
-        return None
-    return value
-
-
-def _instructions(s: Section, key: str) -> str | None:
-    value = _text(s, key)
-    if value is not None and len(value) > MAX_INSTRUCTIONS:
-        s.problem(key, f"must be at most {MAX_INSTRUCTIONS} characters, got {len(value)}")
-        return None
-    return value
-
-
-def _severity(s: Section, key: str) -> str | None:
-    value = s.get(key)
-    if value is MISSING or value is None:
-        return None
-    if value not in SEVERITIES:
-        s.problem(key, f"must be one of {', '.join(SEVERITIES)}, got {show(value)}")
-        return None
-    return str(value)
-
-
-def _language(s: Section, key: str) -> str | None:
-    value = _text(s, key)
-    if value is not None and not LANGUAGE.fullmatch(value):
-        s.problem(key, "must be a language's name or code (letters, spaces, hyphens; at "
-                       f"most 40 characters), got {show(value)}")
-        return None
-    return value
+    # ``checks.fail_on: null`` sets the key, to "never fail".
+    return RepoSettings(**values, fail_on_set="fail_on" in values)  # type: ignore[arg-type]
