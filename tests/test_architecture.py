@@ -378,3 +378,23 @@ def test_what_the_services_compose_reads_them_and_never_writes_into_them() -> No
                         and (name, target.attr) != ("service.app.daemon", "config"):
                     writes.append(f"{name}: services.{target.attr}")
     assert writes == []
+
+
+def test_one_launcher_starts_serve_and_the_simulator_and_one_free_port() -> None:
+    """``tests/kit/processes.py`` is the one place that starts ``serve`` or the standalone
+    simulator as a process (the benchmarks, which start older checkouts and peers, aside),
+    and ``tests/kit/ports.py`` the one that defines ``free_port``."""
+    launches, ports = [], []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        if path.is_relative_to(ROOT / "tests" / "bench") or path == Path(__file__):
+            continue
+        tree = ast.parse(path.read_text())
+        strings = list(_code_strings(tree))
+        where = str(path.relative_to(ROOT))
+        if "tests.simulator" in strings or ("service" in strings and "serve" in strings
+                                            and "-m" in strings):
+            launches.append(where)
+        ports += [where for node in ast.walk(tree)
+                  if isinstance(node, ast.FunctionDef) and node.name == "free_port"]
+    assert launches == ["tests/kit/processes.py"]
+    assert ports == ["tests/kit/ports.py"]

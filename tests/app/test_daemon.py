@@ -7,8 +7,6 @@ import json
 import signal
 import socket
 import sqlite3
-import subprocess
-import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +30,8 @@ from tests import payloads as p
 from tests.databases import as_url, private_cluster, throwaway_database
 from tests.kit.paths import CHECKOUT
 from tests.kit.ports import free_port
-from tests.kit.waiting import alive, wait_for
+from tests.kit.processes import ServeProcess
+from tests.kit.waiting import wait_for
 from tests.simulator import SimulatorTransport, WebhookSender
 from tests.simulator.harness import Harness
 from tests.webhook_env import PREVIOUS_SECRET, SECRET, write_config
@@ -42,17 +41,15 @@ ROOT = CHECKOUT
 
 
 
-def wait_for_auth_report(url: str, process: subprocess.Popen[bytes],
-                         log: Path) -> dict[str, Any]:
+def wait_for_auth_report(serve: ServeProcess) -> dict[str, Any]:
     """/healthz once the background ``GET /app`` has reported (it fails: GitHub is down)."""
     def reported() -> dict[str, Any] | None:
-        try:
-            body: dict[str, Any] = httpx.get(f"{url}/healthz", timeout=1).json()
-        except httpx.TransportError:
+        body = serve.answers()
+        if body is None or body["checks"]["github_auth"]["last_failure_at"] is None:
             return None
-        return body if body["checks"]["github_auth"]["last_failure_at"] is not None else None
-    return wait_for("serve to report GitHub's answer", reported, alive=alive(process),
-                    interval=0.05, on_timeout=log.read_text)
+        return body
+    return wait_for("serve to report GitHub's answer", reported, alive=serve.alive,
+                    interval=0.05, on_timeout=serve.text)
 
 
 def test_every_role_is_available_and_an_unknown_one_is_refused(
@@ -82,27 +79,23 @@ async def test_the_real_process_receives_a_webhook_and_stops_on_sigterm(tmp_path
                           github={"api_url": f"http://127.0.0.1:{unreachable}"})
     log = tmp_path / "stderr.log"
     url = f"http://127.0.0.1:{port}"
-    with log.open("wb") as err, subprocess.Popen(
-            [sys.executable, "-m", "service", "serve", "--config", str(config), "--role", "web"],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err) as process:
-        try:
-            health = wait_for_auth_report(url, process, log)
-            assert health["status"] == "degraded"  # GitHub auth: GET /app failed
-            async with httpx.AsyncClient(base_url=url) as client:
-                sender = WebhookSender(client, url="/webhook", secret=SECRET, app_id=4242)
-                payload = p.pull_request_event("opened")
-                response = await sender.send("pull_request", payload, delivery_id="live-1")
-            # An oversized declaration is answered before any body is sent.
-            with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
-                raw.sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\n"
-                            b"Content-Length: 1000000000\r\n\r\n")
-                status_line = raw.recv(64).split(b"\r\n", 1)[0]
-            process.send_signal(signal.SIGTERM)
-            code = process.wait(timeout=20)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+    serve = ServeProcess(config, log, url=url, role="web")
+    try:
+        health = wait_for_auth_report(serve)
+        assert health["status"] == "degraded"  # GitHub auth: GET /app failed
+        async with httpx.AsyncClient(base_url=url) as client:
+            sender = WebhookSender(client, url="/webhook", secret=SECRET, app_id=4242)
+            payload = p.pull_request_event("opened")
+            response = await sender.send("pull_request", payload, delivery_id="live-1")
+        # An oversized declaration is answered before any body is sent.
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+            raw.sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\n"
+                        b"Content-Length: 1000000000\r\n\r\n")
+            status_line = raw.recv(64).split(b"\r\n", 1)[0]
+        serve.signal(signal.SIGTERM)
+        code = serve.wait(timeout=20)
+    finally:
+        serve.close()
 
     assert response.status_code == 202
     assert response.json()["enqueued"] == [f"pr_opened:Codertocat/Hello-World:2:{p.HEAD_SHA}"]
@@ -223,16 +216,12 @@ async def test_two_replicas_on_one_postgresql_database_record_each_delivery_once
             config = write_config(tmp_path, port=port, store=store, name=f"{name}.yaml",
                                   github={"api_url": f"http://127.0.0.1:{unreachable}"})
             replicas.append((f"http://127.0.0.1:{port}", config, tmp_path / f"{name}.log"))
-        processes = []
+        serves: list[ServeProcess] = []
         try:
             for url, config, log in replicas:
-                with log.open("wb") as err:
-                    processes.append(subprocess.Popen(
-                        [sys.executable, "-m", "service", "serve", "--config", str(config),
-                         "--role", "web"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err))
-            for (url, _, log), process in zip(replicas, processes, strict=True):
-                assert wait_for_auth_report(url, process, log)["checks"]["store"][
-                    "status"] == "ok"
+                serves.append(ServeProcess(config, log, url=url, role="web"))
+            for serve in serves:
+                assert wait_for_auth_report(serve)["checks"]["store"]["status"] == "ok"
             answers = []
             first = p.pull_request_event("opened")
             second = p.pull_request_event("opened", p.pull_request(7, head_sha="b" * 40))
@@ -243,14 +232,12 @@ async def test_two_replicas_on_one_postgresql_database_record_each_delivery_once
                     sender = WebhookSender(client, url="/webhook", secret=SECRET, app_id=4242)
                     answers.append(await sender.send("pull_request", event,
                                                      delivery_id=delivery))
-            for process in processes:
-                process.send_signal(signal.SIGTERM)
-            codes = [process.wait(timeout=20) for process in processes]
+            for serve in serves:
+                serve.signal(signal.SIGTERM)
+            codes = [serve.wait(timeout=20) for serve in serves]
         finally:
-            for process in processes:
-                if process.poll() is None:
-                    process.kill()
-                    process.wait()
+            for serve in serves:
+                serve.close()
         with psycopg.connect(conninfo) as db:
             deliveries = db.execute("SELECT delivery_id, outcome FROM deliveries"
                                     " ORDER BY delivery_id").fetchall()
@@ -307,13 +294,9 @@ async def test_a_database_outage_answers_503_loses_nothing_and_recovers(
                               github={"api_url": f"http://127.0.0.1:{unreachable}"})
         log = tmp_path / "serve.log"
         base = f"http://127.0.0.1:{port}"
-        with log.open("wb") as err:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "service", "serve", "--config", str(config),
-                 "--role", "web"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+        serve = ServeProcess(config, log, url=base, role="web")
         try:
-            assert wait_for_auth_report(base, process, log)["checks"]["store"][
-                "status"] == "ok"
+            assert wait_for_auth_report(serve)["checks"]["store"]["status"] == "ok"
             event = p.pull_request_event("opened")
 
             async def send() -> httpx.Response:
@@ -328,17 +311,15 @@ async def test_a_database_outage_answers_503_loses_nothing_and_recovers(
             # The pool reconnects on its own (its backoff is bounded): the health check
             # says so first, then the redelivery is taken.
             wait_for("the store to come back", lambda: httpx.get(
-                f"{base}/healthz", timeout=60).status_code == 200, alive=alive(process),
-                interval=0.2, on_timeout=log.read_text)
+                f"{base}/healthz", timeout=60).status_code == 200, alive=serve.alive,
+                interval=0.2, on_timeout=serve.text)
             back = await send()
             again = await send()
-            assert process.poll() is None, log.read_text()
-            process.send_signal(signal.SIGTERM)
-            code = process.wait(timeout=20)
+            assert serve.alive() is None, serve.text()
+            serve.signal(signal.SIGTERM)
+            code = serve.wait(timeout=20)
         finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+            serve.close()
         with psycopg.connect(make_conninfo(cluster.conninfo, dbname="outage")) as db:
             deliveries = db.execute("SELECT delivery_id, outcome FROM deliveries").fetchall()
             queued = db.execute("SELECT COUNT(*) FROM queue").fetchone()

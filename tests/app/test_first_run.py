@@ -30,6 +30,7 @@ from service.cli.main import main
 from service.config.strict_yaml import load_config
 from tests.kit.paths import CHECKOUT
 from tests.kit.ports import free_port
+from tests.kit.processes import ServeProcess, SimulatorProcess
 from tests.kit.waiting import CEILING, alive
 from tests.kit.waiting import wait_for as kit_wait
 from tests.simulator import WebhookSender
@@ -69,17 +70,13 @@ def stop(process: subprocess.Popen[bytes]) -> int:
 
 
 @pytest.fixture
-def simulator() -> Iterator[str]:
+def simulator(tmp_path: Path) -> Iterator[str]:
     """The standalone simulator; its base URL."""
-    with subprocess.Popen([sys.executable, "-m", "tests.simulator", "--port", "0"], cwd=ROOT,
-                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as process:
-        try:
-            assert process.stdout is not None
-            yield process.stdout.readline().decode().strip()
-        finally:
-            process.terminate()
-            process.wait(timeout=DEADLINE)
-            process.stdout.close()  # type: ignore[union-attr]
+    sim = SimulatorProcess(tmp_path)
+    try:
+        yield sim.url
+    finally:
+        sim.close()
 
 
 def spawn(argv: list[str], err: IO[bytes]) -> subprocess.Popen[bytes]:
@@ -141,45 +138,42 @@ def test_serve_registers_the_app_then_serves_it(tmp_path: Path, simulator: str) 
                    "max_run_tokens": 30000},
     }))
     log = tmp_path / "stderr.log"
-    with log.open("wb") as err, spawn(
-            ["-m", "service", "serve", "--config", str(path), "--role", "web",
-             "--public-url", url], err) as process:
-        try:
-            link = wait_for(r"/\?key=(\S+)", log, process)
-            form = httpx.post(f"{url}/setup/register", timeout=5,
-                              data={"key": link[1], "owner": "org", "org": "acme"})
-            action = unescape(re.search(r"action='([^']+)'", form.text)[1])  # type: ignore[index]
-            manifest = json.loads(unescape(
-                re.search(r"name=manifest value='([^']+)'", form.text)[1]))  # type: ignore[index]
-            # GitHub (the simulator) creates the App and redirects the browser back.
-            code = httpx.post(f"{simulator}/_simulator/manifest-codes",
-                              json={"manifest": manifest}, timeout=5).json()["code"]
-            [state] = parse_qs(urlsplit(action).query)["state"]
-            done = httpx.get(f"{url}/setup/callback", params={"code": code, "state": state},
-                             timeout=10)
-            # The same process now serves the App: /healthz turns into the service's.
-            def authenticated() -> tuple[int, dict[str, Any]] | None:
-                status, body = health(url)
-                ok = body.get("checks", {}).get("github_auth", {}).get("last_success_at")
-                return (status, body) if ok else None
-            status, body = kit_wait("the service to authenticate", authenticated,
-                                    alive=alive(process), on_timeout=log.read_text)
-            config = load_config(path, {})
-            secret = config.github.webhook_secrets[0].reveal()
+    serve = ServeProcess(path, log, url=url, role="web", args=("--public-url", url))
+    process = serve.process
+    try:
+        link = wait_for(r"/\?key=(\S+)", log, process)
+        form = httpx.post(f"{url}/setup/register", timeout=5,
+                          data={"key": link[1], "owner": "org", "org": "acme"})
+        action = unescape(re.search(r"action='([^']+)'", form.text)[1])  # type: ignore[index]
+        manifest = json.loads(unescape(
+            re.search(r"name=manifest value='([^']+)'", form.text)[1]))  # type: ignore[index]
+        # GitHub (the simulator) creates the App and redirects the browser back.
+        code = httpx.post(f"{simulator}/_simulator/manifest-codes",
+                          json={"manifest": manifest}, timeout=5).json()["code"]
+        [state] = parse_qs(urlsplit(action).query)["state"]
+        done = httpx.get(f"{url}/setup/callback", params={"code": code, "state": state},
+                         timeout=10)
+        # The same process now serves the App: /healthz turns into the service's.
+        def authenticated() -> tuple[int, dict[str, Any]] | None:
+            status, body = health(url)
+            ok = body.get("checks", {}).get("github_auth", {}).get("last_success_at")
+            return (status, body) if ok else None
+        status, body = kit_wait("the service to authenticate", authenticated,
+                                alive=alive(process), on_timeout=log.read_text)
+        config = load_config(path, {})
+        secret = config.github.webhook_secrets[0].reveal()
 
-            async def ping() -> httpx.Response:
-                async with httpx.AsyncClient(base_url=url) as client:
-                    sender = WebhookSender(client, url="/webhook", secret=secret,
-                                           app_id=config.github.app_id)
-                    return await sender.send("ping", {"zen": "Keep it logically awesome.",
-                                                      "hook_id": 1})
+        async def ping() -> httpx.Response:
+            async with httpx.AsyncClient(base_url=url) as client:
+                sender = WebhookSender(client, url="/webhook", secret=secret,
+                                       app_id=config.github.app_id)
+                return await sender.send("ping", {"zen": "Keep it logically awesome.",
+                                                  "hook_id": 1})
 
-            pinged = anyio.run(ping)
-            code_at_exit = stop(process)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+        pinged = anyio.run(ping)
+        code_at_exit = stop(process)
+    finally:
+        serve.close()
     assert urlsplit(action).path == "/organizations/acme/settings/apps/new"
     assert manifest["hook_attributes"]["url"] == f"{url}/webhook"
     assert done.status_code == 200, done.text

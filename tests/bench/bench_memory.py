@@ -3,7 +3,7 @@
     python -m tests.bench.bench_memory [--triggers 160] [--idle-seconds 20]
 
 The real process, as ``tests/chaos`` runs it: ``python -m service serve --role all``
-against the standalone simulator (``python -m tests.chaos.simserver``, eight repositories
+against the standalone simulator (``python -m tests.simulator --activity``, eight repositories
 in eight installations) and the fake ``claude`` (0.2-1.0 s a run; its processes are
 children of ``serve`` but have their own memory, not counted here). Memory is read from
 ``/proc/PID/status``: ``VmRSS`` (resident now) and ``VmHWM`` (the peak so far).

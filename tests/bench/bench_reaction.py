@@ -4,7 +4,7 @@
 
 The real processes, as ``tests/chaos`` runs them: ``python -m service serve --role all``
 (default ``workers.count`` 2) against the standalone simulator
-(``python -m tests.chaos.simserver``) and the fake ``claude`` (0.2-0.5 s a run). Eight
+(``python -m tests.simulator --activity``) and the fake ``claude`` (0.2-0.5 s a run). Eight
 repositories, each in an installation of its own; every trigger is an ``@claude review``
 on a pull request of its own, delivered as a signed webhook over loopback.
 

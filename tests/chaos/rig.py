@@ -10,10 +10,11 @@
 - the engine plan for ``claude_chaos.py`` (durations, token counts, the usage log);
 - ``config.yaml`` for ``serve`` (``config_for`` writes variants, e.g. another budget).
 
-Then it starts ``python -m tests.chaos.simserver`` and ``python -m service serve --role
-all``, each a subprocess on loopback, and lets a driver act as GitHub's users (open pull
-requests, comment, deliver or withhold webhooks), kill ``serve`` with SIGKILL, restart
-it, and read back the store, the simulator's posts and the engine's usage log.
+Then it starts the simulator with its activity routes and ``python -m service serve
+--role all``, each a subprocess on loopback (``tests.kit.processes``), and lets a driver
+act as GitHub's users (open pull requests, comment, deliver or withhold webhooks), kill
+``serve`` with SIGKILL, restart it, and read back the store, the simulator's posts and
+the engine's usage log.
 
 Everything here is synchronous (``httpx.Client``): the driver is one loop.
 """
@@ -41,7 +42,8 @@ from psycopg.rows import dict_row
 from service.storage.postgres import translate_placeholders
 from tests.fake_claude import engine_isolation
 from tests.kit.ports import free_port
-from tests.kit.waiting import alive, wait_for
+from tests.kit.processes import ServeProcess, SimulatorProcess, log_records
+from tests.kit.waiting import wait_for
 from tests.simulator import GitRepo
 from tests.simulator.harness import app_key_pair
 from tests.simulator.webhooks import HOOKSHOT_AGENT, encode_body, sign
@@ -111,14 +113,21 @@ class Branch:
 
 @dataclass
 class Serve:
-    """One incarnation of ``serve``."""
+    """One incarnation of ``serve`` on one host."""
 
     index: int
-    process: subprocess.Popen[bytes]
-    log: Path
+    proc: ServeProcess
     started: float
     ready: float | None = None
     host: int = 0
+
+    @property
+    def process(self) -> subprocess.Popen[bytes]:
+        return self.proc.process
+
+    @property
+    def log(self) -> Path:
+        return self.proc.log
 
 
 @dataclass
@@ -127,7 +136,7 @@ class ChaosRig:
     settings: RigSettings = field(default_factory=RigSettings)
     sim_url: str = ""
     port: int = 0
-    sim: subprocess.Popen[bytes] | None = None
+    sim: SimulatorProcess | None = None
     #: Each host's latest incarnation of ``serve`` (by host index).
     serves: dict[int, Serve] = field(default_factory=dict)
     ports: list[int] = field(default_factory=list)
@@ -283,17 +292,10 @@ class ChaosRig:
     # -- processes -----------------------------------------------------------------------
 
     def start_simulator(self) -> None:
-        with (self.root / "sim.log").open("ab") as err:
-            self.sim = subprocess.Popen(
-                [sys.executable, "-m", "tests.chaos.simserver", "--state",
-                 str(self.root / "sim-state.json")],
-                cwd=ROOT, stdout=subprocess.PIPE, stderr=err)
-        assert self.sim.stdout is not None
-        line = self.sim.stdout.readline().decode().strip()
-        if not line.startswith("http://"):
-            raise RuntimeError(f"the simulator did not start: {line!r}, "
-                               f"{(self.root / 'sim.log').read_text()}")
-        self.sim_url = line
+        """The simulator, seeded with the laid-out world, with its activity routes."""
+        self.sim = SimulatorProcess(self.root, state=self.root / "sim-state.json",
+                                    activity=True, name="sim")
+        self.sim_url = self.sim.url
         self.config_for()  # now with the simulator's address
 
     def start_serve(self, config: Path | None = None, *, wait: bool = True,
@@ -318,41 +320,23 @@ class ChaosRig:
 
     def _spawn(self, role: str, config: Path | None, name: str, host: int = 0) -> Serve:
         index = len(self.incarnations) + 1
-        log = self.root / f"{name}-{index}.log"
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        with log.open("ab") as err:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "service", "serve", "--config",
-                 str(config or self.root / "config.yaml"), "--role", role],
-                cwd=self.service_root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=err, env=env)
-        serve = Serve(index=index, process=process, log=log, started=time.monotonic(),
-                      host=host)
+        proc = ServeProcess(config or self.root / "config.yaml",
+                            self.root / f"{name}-{index}.log", url=self.serve_url_of(host),
+                            role=role, cwd=self.service_root)
+        serve = Serve(index=index, proc=proc, started=time.monotonic(), host=host)
         self.incarnations.append(serve)
         return serve
 
     @staticmethod
     def stop(serve: Serve, sig: int = signal.SIGKILL) -> int | None:
         """Signal one process of the topology and wait for it; its exit code."""
-        if serve.process.poll() is not None:
-            return serve.process.returncode
-        serve.process.send_signal(sig)
-        try:
-            return serve.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            serve.process.kill()
-            return serve.process.wait()
+        return serve.proc.stop(sig)
 
     def wait_ready(self, serve: Serve) -> None:
         """Until ``serve`` answers /healthz; fails at once if it exits."""
-        def answers() -> bool:
-            with contextlib.suppress(httpx.TransportError):
-                return httpx.get(f"{self.serve_url_of(serve.host)}/healthz",
-                                 timeout=1).status_code in (200, 503)
-            return False
-        wait_for(f"serve on host {serve.host} to answer /healthz", answers,
-                 alive=alive(serve.process),
-                 on_timeout=lambda: serve.log.read_text(errors="replace")[-4000:])
+        wait_for(f"serve on host {serve.host} to answer /healthz",
+                 lambda: serve.proc.answers() is not None, alive=serve.proc.alive,
+                 on_timeout=lambda: serve.proc.text()[-4000:])
         serve.ready = time.monotonic()
 
     def seeded(self) -> bool:
@@ -405,15 +389,10 @@ class ChaosRig:
             self.kill_serve(host=host)
         for role in self.roles:
             self.stop(role)
-        if self.sim is not None and self.sim.poll() is None:
-            self.sim.terminate()
-            try:
-                self.sim.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.sim.kill()
-                self.sim.wait()
-        if self.sim is not None and self.sim.stdout is not None:
-            self.sim.stdout.close()
+        for serve in self.incarnations:
+            serve.proc.close()
+        if self.sim is not None:
+            self.sim.close()
         for pid in self.engine_pids():
             # Each engine run leads its own process group (the engine starts it in a new
             # session); a run whose serve was killed may still be sleeping.
@@ -424,10 +403,10 @@ class ChaosRig:
     # -- GitHub's users --------------------------------------------------------------------
 
     def chaos(self, method: str, route: str, body: dict[str, Any] | None = None) -> Any:
-        response = httpx.request(method, f"{self.sim_url}/_chaos/{route}", json=body,
-                                 timeout=30)
+        response = httpx.request(method, f"{self.sim_url}/_simulator/activity/{route}",
+                                 json=body, timeout=30)
         if response.status_code != 200:
-            raise RuntimeError(f"{method} /_chaos/{route}: {response.status_code} "
+            raise RuntimeError(f"{method} /_simulator/activity/{route}: {response.status_code} "
                                f"{response.text}")
         return response.json()
 
@@ -506,13 +485,10 @@ class ChaosRig:
         """Every JSON log line of every incarnation (a torn last line after a kill is
         skipped)."""
         for serve in self.incarnations:
-            for line in serve.log.read_text(errors="replace").splitlines():
-                with contextlib.suppress(ValueError):
-                    record = json.loads(line)
-                    if isinstance(record, dict):
-                        record["_incarnation"] = serve.index
-                        record["_host"] = serve.host
-                        yield record
+            for record in log_records(serve.proc.text()):
+                record["_incarnation"] = serve.index
+                record["_host"] = serve.host
+                yield record
 
 
 def signed_delivery(event: str, payload: dict[str, Any], delivery_id: str, *,

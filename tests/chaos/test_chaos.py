@@ -1,7 +1,7 @@
 """Chaos with a loss accounting: ``serve --role all`` killed with SIGKILL and restarted
 while triggers arrive, then every trigger classified (``tests/chaos/accounting.py``).
 
-The real processes: ``python -m service serve`` against ``python -m tests.chaos.simserver``
+The real processes: ``python -m service serve`` against ``python -m tests.simulator``
 (the standalone simulator) and the fake ``claude`` with random durations and token
 counts (``tests/chaos/claude_chaos.py``). One host on the SQLite file; two hosts (two
 ``serve`` processes, own configs and ports) on one PostgreSQL database, webhooks sent to

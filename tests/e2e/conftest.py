@@ -14,8 +14,8 @@ import pytest
 from tests.e2e.harness import (
     CREDENTIAL_SHAPES,
     WEBHOOK_SECRET,
-    ServeProcess,
-    SimulatorProcess,
+    HarnessServe,
+    SeededSimulator,
     kill_leftover_engines,
     review_steps,
     write_config,
@@ -31,11 +31,11 @@ class E2E:
     ``serve`` processes it started (all on one port and one store, one after another)."""
 
     tmp: Path
-    sim: SimulatorProcess
+    sim: SeededSimulator
     port: int
     scenario: Scenario | None = None
     config: Path | None = None
-    serves: list[ServeProcess] = field(default_factory=list)
+    serves: list[HarnessServe] = field(default_factory=list)
 
     @property
     def service_dir(self) -> Path:
@@ -56,13 +56,13 @@ class E2E:
         return self.config
 
     def serve(self, *, role: str = "all", log_format: str | None = None,
-              args: tuple[str, ...] = (), port: int | None = None) -> ServeProcess:
+              args: tuple[str, ...] = (), port: int | None = None) -> HarnessServe:
         """Start ``serve --role ROLE`` with the current config; stderr in its own file."""
         if self.config is None:
             self.configure()
         assert self.config is not None
         log = self.tmp / f"serve-{len(self.serves) + 1}-{role}.log"
-        process = ServeProcess(self.config, port or self.port, log, role=role,
+        process = HarnessServe(self.config, port or self.port, log, role=role,
                                log_format=log_format, args=args)
         self.serves.append(process)
         return process
@@ -102,7 +102,7 @@ def make_e2e(tmp_path: Path) -> Iterator[Callable[..., E2E]]:
 
     def make(*, pr_state: str = "open", app: bool = True) -> E2E:
         seeded = write_seed(tmp_path / "seed", pr_state=pr_state, app=app)
-        e2e = E2E(tmp=tmp_path, sim=SimulatorProcess(seeded, tmp_path), port=free_port())
+        e2e = E2E(tmp=tmp_path, sim=SeededSimulator(seeded, tmp_path), port=free_port())
         made.append(e2e)
         return e2e
 

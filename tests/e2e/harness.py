@@ -2,13 +2,13 @@
 
 Everything runs as real processes on loopback:
 
-- ``SimulatorProcess``: ``python -m tests.simulator --port 0 --state seed.json``, seeded by
+- ``SeededSimulator``: the standalone simulator (``tests.kit.processes``) seeded by
   ``write_seed`` with an App (its RSA key generated at run time), an installation, users
   and a repository backed by a real bare git repository; read through its control API
   (``/_simulator/requests``) and its REST API (as the App, with a token of the test's own).
 - ``write_config``: the service's ``config.yaml`` pointing at the simulator, with the
   store in the test's directory and the fake ``claude`` playing a scenario.
-- ``ServeProcess``: ``python -m service serve --config F --role all``, its stderr captured
+- ``HarnessServe``: ``serve`` (``tests.kit.processes``) on that config, its stderr captured
   to a file (the JSON log lines the tests read).
 
 Each wait polls with a deadline; nothing sleeps for a fixed long time.
@@ -21,13 +21,10 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import jwt
@@ -35,12 +32,11 @@ import yaml
 
 from service.github.webhooks import sign
 from tests.fake_claude import Scenario
-from tests.kit.waiting import alive, wait_for
+from tests.kit.processes import ServeProcess, SimulatorProcess
 from tests.simulator import GitRepo
 from tests.simulator.auth import generate_app_key
 from tests.simulator.seed import load_world
 
-ROOT = Path(__file__).resolve().parents[2]
 APP_ID = 4242
 APP_SLUG = "pr-reviewer"
 INSTALLATION_ID = 31
@@ -64,7 +60,6 @@ RUN_TOKENS = 15 + 220 + 3000 + 265
 CREDENTIAL_SHAPES = (re.compile(r"ghs_[A-Za-z0-9_.-]{8,}"), re.compile(r"eyJ[A-Za-z0-9_-]{8,}"),
                      re.compile(r"eC1hY2Nlc3MtdG9rZW46"))
 
-T = TypeVar("T")
 
 
 
@@ -158,48 +153,14 @@ def write_seed(directory: Path, *, pr_state: str = "open", app: bool = True) -> 
                   head_sha=head)
 
 
-class SimulatorProcess:
-    """``python -m tests.simulator`` on a free loopback port, seeded from ``seeded``."""
+class SeededSimulator(SimulatorProcess):
+    """The standalone simulator (``tests.kit.processes``), seeded from ``seeded``, with
+    what the end-to-end tests read from it."""
 
     def __init__(self, seeded: Seeded, directory: Path) -> None:
+        super().__init__(directory, state=seeded.state)
         self.seeded = seeded
-        self._out = directory / "simulator.stdout"
-        self._err = directory / "simulator.stderr"
-        with self._out.open("wb") as out, self._err.open("wb") as err:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "tests.simulator", "--port", "0",
-                 "--state", str(seeded.state)], cwd=ROOT, stdout=out, stderr=err)
-        self.url = wait_for("the simulator's base URL", self._printed_url,
-                            alive=alive(self.process), on_timeout=self._stderr)
-        self.client = httpx.Client(base_url=self.url, timeout=10)
-        wait_for("the simulator to answer", self._healthy, alive=alive(self.process),
-                 on_timeout=self._stderr)
         self._token: str | None = None
-
-    def _stderr(self) -> str:
-        return self._err.read_text(errors="replace")
-
-    def _printed_url(self) -> str | None:
-        if self.process.poll() is not None:
-            raise AssertionError(f"the simulator exited: {self._stderr()}")
-        first = self._out.read_text().partition("\n")
-        return first[0].strip() if first[1] else None
-
-    def _healthy(self) -> bool:
-        try:
-            return self.client.get("/_simulator/health").status_code == 200
-        except httpx.TransportError:
-            return False
-
-    def close(self) -> None:
-        self.client.close()
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
 
     # -- the control API ------------------------------------------------------------------
 
@@ -291,70 +252,15 @@ def write_config(directory: Path, *, api_url: str, port: int, scenario: Scenario
     return path
 
 
-class ServeProcess:
-    """``python -m service serve --config F --role ROLE`` with stderr in ``log``."""
+class HarnessServe(ServeProcess):
+    """``serve`` on a harness config (``tests.kit.processes``): its client carries the
+    admin token the config names (a test that sets another passes its own)."""
 
     def __init__(self, config: Path, port: int, log: Path, *, role: str = "all",
                  log_format: str | None = None, args: tuple[str, ...] = ()) -> None:
-        self.config = config
-        self.url = f"http://127.0.0.1:{port}"
-        self.log = log
-        argv = [sys.executable, "-m", "service", "serve", "--config", str(config),
-                "--role", role]
-        if log_format is not None:
-            argv += ["--log-format", log_format]
-        argv += args
-        with log.open("ab") as err:
-            self.process = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL,
-                                            stderr=err)
-        # The admin routes are closed without the token: the harness's client carries the
-        # one its configs name (a test that sets another passes its own).
-        self.client = httpx.Client(base_url=self.url, timeout=5,
-                                   headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def lines(self) -> list[dict[str, Any]]:
-        """Every JSON log line written so far (the last one may still be partial)."""
-        out = []
-        for line in self.text().splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-        return out
-
-    def messages(self, needle: str) -> Iterator[dict[str, Any]]:
-        return (line for line in self.lines() if needle in line["message"])
-
-    def healthz(self) -> dict[str, Any] | None:
-        """The ``/healthz`` body, or None while nothing answers."""
-        if self.process.poll() is not None:
-            raise AssertionError(f"serve exited with {self.process.returncode}:\n{self.text()}")
-        try:
-            body: dict[str, Any] = self.client.get("/healthz").json()
-        except httpx.TransportError:
-            return None
-        return body
-
-    def alive(self) -> str | None:
-        """None while serve runs, else how it ended (for ``wait_for``'s ``alive``)."""
-        return alive(self.process)()
-
-    def wait_ready(self, *, polled: bool = True) -> dict[str, Any]:
-        """Until ``/healthz`` answers (and, with ``polled``, a poll cycle has succeeded)."""
-        def ready() -> dict[str, Any] | None:
-            body = self.healthz()
-            if body is None or (polled and body["checks"]["poller"].get("last_cycle_at")
-                                is None):
-                return None
-            return body
-        return wait_for("serve to be ready", ready, alive=self.alive, on_timeout=self.text)
+        super().__init__(config, log, url=f"http://127.0.0.1:{port}", role=role,
+                         log_format=log_format, args=args,
+                         headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
 
     def budget(self, token: str | None = None) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
@@ -371,15 +277,3 @@ class ServeProcess:
             "Content-Type": "application/json", "X-GitHub-Event": event,
             "X-GitHub-Delivery": delivery_id, "X-Hub-Signature-256": sign(body, WEBHOOK_SECRET),
             "User-Agent": "GitHub-Hookshot/e2e"})
-
-    def signal(self, number: signal.Signals) -> None:
-        self.process.send_signal(number)
-
-    def wait(self, timeout: float) -> int:
-        return self.process.wait(timeout=timeout)
-
-    def close(self) -> None:
-        self.client.close()
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()

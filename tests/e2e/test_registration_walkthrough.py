@@ -14,8 +14,10 @@ from typing import Any
 import yaml
 
 from tests.e2e.conftest import E2E
-from tests.e2e.harness import PR, REPO, ROOT, review_steps, wait_for
+from tests.e2e.harness import PR, REPO, review_steps
 from tests.fake_claude import Scenario
+from tests.kit.paths import CHECKOUT as ROOT
+from tests.kit.waiting import wait_for
 
 
 def test_registration_then_installation_then_the_first_review(make_e2e: Any) -> None:

@@ -9,7 +9,8 @@ from typing import Any
 
 from service.storage.sqlite import HEAD_VERSION
 from tests.e2e.conftest import E2E
-from tests.e2e.harness import INSTALLATION_ID, wait_for
+from tests.e2e.harness import INSTALLATION_ID
+from tests.kit.waiting import wait_for
 
 
 def test_healthz_reports_token_mints_and_a_store_at_another_version(e2e: E2E) -> None:

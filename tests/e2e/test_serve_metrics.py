@@ -8,7 +8,8 @@ import signal
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.conftest import E2E
-from tests.e2e.harness import INSTALLATION_ID, PR, REPO, RUN_TOKENS, wait_for
+from tests.e2e.harness import INSTALLATION_ID, PR, REPO, RUN_TOKENS
+from tests.kit.waiting import wait_for
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -25,13 +25,13 @@ from tests.e2e.harness import (
     CREDENTIAL_SHAPES,
     PR,
     REPO,
-    ROOT,
     RUN_TOKENS,
     WEBHOOK_SECRET,
     review_steps,
     started_calls,
-    wait_for,
 )
+from tests.kit.paths import CHECKOUT as ROOT
+from tests.kit.waiting import wait_for
 
 
 def cli(*argv: str) -> subprocess.CompletedProcess[str]:

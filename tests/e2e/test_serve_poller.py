@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tests.e2e.conftest import E2E
-from tests.e2e.harness import PR, REPO, wait_for
+from tests.e2e.harness import PR, REPO
+from tests.kit.waiting import wait_for
 
 
 def test_the_poller_alone_gets_the_review_posted(make_e2e: Callable[..., E2E]) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import signal
 
 from tests.e2e.conftest import E2E
-from tests.e2e.harness import PR, REPO, wait_for
+from tests.e2e.harness import PR, REPO
+from tests.kit.waiting import wait_for
 
 NOT_RUNNING = "not running in this process"
 

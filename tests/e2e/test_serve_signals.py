@@ -12,11 +12,11 @@ from typing import Any
 from tests.e2e.conftest import E2E
 from tests.e2e.harness import (
     RUN_TOKENS,
-    ServeProcess,
+    HarnessServe,
     review_steps,
     started_calls,
-    wait_for,
 )
+from tests.kit.waiting import wait_for
 
 MAX_RUN = 50_000
 ADMIN_TOKEN = "e2e-admin-token-81d2"  # a test value
@@ -26,7 +26,7 @@ def _limits(budget: dict[str, Any]) -> dict[str, int]:
     return {w["name"]: w["limit"] for w in budget["windows"]}
 
 
-def _open_and_wait_for_engine(e2e: E2E, serve: ServeProcess) -> str:
+def _open_and_wait_for_engine(e2e: E2E, serve: HarnessServe) -> str:
     """Deliver the opened webhook and wait until the fake ``claude`` has started."""
     serve.wait_ready()
     response = serve.post_webhook("pull_request", e2e.sim.pull_request_payload("opened"),

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import E2E
-from tests.e2e.harness import PR, REPO, wait_for
+from tests.e2e.harness import PR, REPO
+from tests.kit.waiting import wait_for
 
 CHROMIUM = os.environ.get("PR_REVIEW_AGENT_CHROMIUM") or shutil.which("chromium") or ""
 ADMIN_TOKEN = "status-page-admin-7c41"  # a test value

@@ -12,8 +12,8 @@ from tests.e2e.harness import (
     PR,
     REPO,
     RUN_TOKENS,
-    wait_for,
 )
+from tests.kit.waiting import wait_for
 
 
 def test_an_opened_pull_request_is_acknowledged_within_a_second_then_reviewed(

@@ -10,9 +10,6 @@ at it: real sockets, real httpx connection handling, real dropped connections.
 from __future__ import annotations
 
 import json
-import select
-import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,6 +37,7 @@ from tests.github_env import (
     make_env,
 )
 from tests.kit.paths import CHECKOUT
+from tests.kit.processes import SimulatorProcess
 from tests.simulator import Settings, SimClock, SimulatorTransport, WebhookSender
 from tests.simulator.harness import APP_ID, REPO, SAMPLE_DIFF, Harness, app_key_pair
 from tests.simulator.webhooks import ContentType
@@ -147,20 +145,13 @@ def standalone(tmp_path: Path) -> Iterator[str]:
     }
     state = tmp_path / "seed.json"
     state.write_text(json.dumps(seed))
-    command = [sys.executable, "-m", "tests.simulator", "--port", "0", "--state", str(state)]
-    with subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True) as proc:
-        try:
-            assert proc.stdout is not None
-            ready, _, _ = select.select([proc.stdout], [], [], 20)
-            assert ready, "the simulator did not print its base URL"
-            yield proc.stdout.readline().strip()
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
-        assert proc.returncode == 0
-        assert proc.stderr is not None
-        assert "Traceback" not in proc.stderr.read()
+    sim = SimulatorProcess(tmp_path, state=state)
+    try:
+        yield sim.url
+    finally:
+        sim.close()
+    assert sim.process.returncode == 0
+    assert "Traceback" not in sim.stderr()
 
 
 def utc_now() -> datetime:

@@ -1,8 +1,9 @@
 """Run the simulator standalone: ``python -m tests.simulator --port 0 --state state.json``.
 
 It binds 127.0.0.1 (port 0 picks a free port), prints its base URL as the first line of
-stdout, flushed, then serves until SIGINT/SIGTERM. Payload URLs in emitted webhooks use
-that base URL.
+stdout, flushed, then serves until SIGINT/SIGTERM. ``--activity`` adds the routes through
+which a driver in another process acts as GitHub's users (``routes_activity.py``).
+Payload URLs in emitted webhooks use that base URL.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ import sys
 from pathlib import Path
 
 import uvicorn
+from starlette.types import ASGIApp
 
 from .app import SimulatorApp
+from .routes_activity import ActivityRoutes
 from .seed import load_world
 from .state import World
 
@@ -28,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="address to bind (default 127.0.0.1; keep it on loopback)")
     parser.add_argument("--state", type=Path, help="JSON state file to seed the world from")
     parser.add_argument("--prefix", default="", help="serve under a path, e.g. /api/v3")
+    parser.add_argument("--activity", action="store_true",
+                        help="also serve /_simulator/activity/ (routes_activity.py): open "
+                             "pull requests, comment, take the webhooks, read the posts")
     args = parser.parse_args(argv)
     try:
         world = load_world(args.state) if args.state else World()
@@ -48,7 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     print(base_url, flush=True)
     # asyncio's own loop, not uvloop (a dependency of the service): the simulator's dropped
     # connections (faults.py) are modelled on how that loop's transports abort.
-    config = uvicorn.Config(SimulatorApp(world, prefix=args.prefix), http="h11",
+    app: ASGIApp = SimulatorApp(world, prefix=args.prefix)
+    if args.activity:
+        app = ActivityRoutes(world, app)
+    config = uvicorn.Config(app, http="h11",
                             loop="asyncio", lifespan="on", log_level="warning",
                             access_log=False,
                             date_header=False, server_header=False)

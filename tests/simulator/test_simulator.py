@@ -4,9 +4,6 @@ pagination, rate limits, faults, the request record, and the standalone server."
 from __future__ import annotations
 
 import json
-import select
-import subprocess
-import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +14,7 @@ import jwt as pyjwt
 import pytest
 
 from tests.kit.paths import CHECKOUT
+from tests.kit.processes import SimulatorProcess
 from tests.simulator import Settings, SimulatorTransport, sign
 from tests.simulator.auth import EXP_INVALID, EXP_TOO_FAR, IAT_INVALID, generate_app_key
 from tests.simulator.harness import APP_ID, REPO, Harness, app_key_pair, auth, bearer
@@ -443,50 +441,43 @@ def test_standalone_server_over_loopback(tmp_path: Path) -> None:
     }
     state_file = tmp_path / "state.json"
     state_file.write_text(json.dumps(state))
-    command = [sys.executable, "-m", "tests.simulator", "--port", "0", "--state", str(state_file)]
-    with subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True) as proc:
-        try:
-            assert proc.stdout is not None
-            ready, _, _ = select.select([proc.stdout], [], [], 20)
-            assert ready, "the simulator did not print its URL"
-            base_url = proc.stdout.readline().strip()
-            assert base_url.startswith("http://127.0.0.1:")
-            with httpx.Client(base_url=base_url, timeout=10) as client:
-                clock = client.get("/_simulator/clock").json()["now"]
-                assert clock.endswith("Z")
-                now = int(time.time())
-                app_jwt = pyjwt.encode({"iat": now - 60, "exp": now + 540, "iss": "77"},
-                                       private_pem, algorithm="RS256")
-                minted = client.post("/app/installations/9/access_tokens",
-                                     headers=bearer(app_jwt))
-                assert minted.status_code == 201
-                token = minted.json()["token"]
-                pulls = client.get("/repos/acme/widgets/pulls", headers=auth(token))
-                assert pulls.status_code == 200
-                assert [p["number"] for p in pulls.json()] == [5]
-                client.post("/_simulator/faults", json={"path_glob": "/repos/*/pulls",
-                                                        "drop": "remote_protocol"})
-                with pytest.raises(httpx.RemoteProtocolError):
-                    client.get("/repos/acme/widgets/pulls", headers=auth(token))
-                recorded = client.get("/_simulator/requests").json()
-                assert [r["status"] for r in recorded][-1] is None
-                assert token not in json.dumps(recorded)
-                # The App's comment emits a webhook; deliver it over loopback to a sink.
-                client.post("/repos/acme/widgets/issues/5/comments", headers=auth(token),
-                            json={"body": "on it"})
-                delivered = client.post("/_simulator/webhooks/deliver",
-                                        json={"url": f"{base_url}/webhook-sink"}).json()
-                assert [d["event"] for d in delivered["delivered"]] == ["issue_comment"]
-                sink = client.get("/_simulator/requests").json()[-1]
-                assert sink["path"] == "/webhook-sink"
-                assert sink["headers"]["x-github-event"] == "issue_comment"
-                body = sink["body"].encode()
-                assert sink["headers"]["x-hub-signature-256"] == sign("w", body)[0]
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
-        assert proc.returncode == 0
-        assert proc.stderr is not None
-        errors = proc.stderr.read()
-        assert "ASGI callable" not in errors and "Traceback" not in errors
+    sim = SimulatorProcess(tmp_path, state=state_file)
+    try:
+        base_url = sim.url
+        assert base_url.startswith("http://127.0.0.1:")
+        with httpx.Client(base_url=base_url, timeout=10) as client:
+            clock = client.get("/_simulator/clock").json()["now"]
+            assert clock.endswith("Z")
+            now = int(time.time())
+            app_jwt = pyjwt.encode({"iat": now - 60, "exp": now + 540, "iss": "77"},
+                                   private_pem, algorithm="RS256")
+            minted = client.post("/app/installations/9/access_tokens",
+                                 headers=bearer(app_jwt))
+            assert minted.status_code == 201
+            token = minted.json()["token"]
+            pulls = client.get("/repos/acme/widgets/pulls", headers=auth(token))
+            assert pulls.status_code == 200
+            assert [p["number"] for p in pulls.json()] == [5]
+            client.post("/_simulator/faults", json={"path_glob": "/repos/*/pulls",
+                                                    "drop": "remote_protocol"})
+            with pytest.raises(httpx.RemoteProtocolError):
+                client.get("/repos/acme/widgets/pulls", headers=auth(token))
+            recorded = client.get("/_simulator/requests").json()
+            assert [r["status"] for r in recorded][-1] is None
+            assert token not in json.dumps(recorded)
+            # The App's comment emits a webhook; deliver it over loopback to a sink.
+            client.post("/repos/acme/widgets/issues/5/comments", headers=auth(token),
+                        json={"body": "on it"})
+            delivered = client.post("/_simulator/webhooks/deliver",
+                                    json={"url": f"{base_url}/webhook-sink"}).json()
+            assert [d["event"] for d in delivered["delivered"]] == ["issue_comment"]
+            sink = client.get("/_simulator/requests").json()[-1]
+            assert sink["path"] == "/webhook-sink"
+            assert sink["headers"]["x-github-event"] == "issue_comment"
+            body = sink["body"].encode()
+            assert sink["headers"]["x-hub-signature-256"] == sign("w", body)[0]
+    finally:
+        sim.close()
+    assert sim.process.returncode == 0
+    errors = sim.stderr()
+    assert "ASGI callable" not in errors and "Traceback" not in errors

@@ -1,54 +1,47 @@
-"""The standalone GitHub simulator plus an activity API, for out-of-process tests.
+"""The activity routes (``python -m tests.simulator --activity``): what people do on
+GitHub, for a driver in another process.
 
-``python -m tests.chaos.simserver --state state.json`` serves exactly what
-``python -m tests.simulator`` serves (the same ``SimulatorApp`` on the same ``World``,
-bound to 127.0.0.1, its base URL printed as the first line of stdout), and in addition
-``/_chaos/`` routes that do to the world what an in-process test does with its
-``World`` object — what people do on GitHub — and read back what the App posted:
+In front of the simulator's own routes, ``/_simulator/activity/`` does to the world what
+an in-process test does with its ``World`` object, and reads back what the App posted:
 
-    POST /_chaos/pulls          {"repo", "title", "user", "head_sha", "base_sha",
-                                 "head_ref"?, "base_ref"?, "body"?, "emit"?}  -> {"number"}
-    POST /_chaos/comments       {"repo", "number", "user", "body", "emit"?}   -> {"id"}
-    POST /_chaos/events/take    the webhooks emitted so far, removed from the world
-    GET  /_chaos/posts          every review, conversation comment, pull request body and
-                                reaction, with their authors
-    GET  /_chaos/reactions      every reaction POST received: path, status, and the host's
-                                monotonic clock when it arrived (comparable across
-                                processes on one Linux host)
+    POST /_simulator/activity/pulls     {"repo", "title", "user", "head_sha", "base_sha",
+                                         "head_ref"?, "base_ref"?, "body"?, "emit"?}
+                                        -> {"number", "created_at"}
+    POST /_simulator/activity/comments  {"repo", "number", "user", "body", "emit"?}
+                                        -> {"id", "created_at"}
+    POST /_simulator/activity/events/take   the webhooks emitted so far, removed from the
+                                        world
+    GET  /_simulator/activity/posts     every review, conversation comment, pull request
+                                        body, reaction and check run, with their authors
+    GET  /_simulator/activity/reactions every reaction POST received: path, status, and
+                                        the host's monotonic clock when it arrived
+                                        (comparable across processes on one Linux host)
 
-``emit`` false means GitHub sends no webhook for it: only the poller can find it. The
-standalone simulator's own control API has no way to create pull requests or comments,
-which is why this lives here rather than in ``tests/simulator``. The world is
-single-threaded: these handlers run on uvicorn's event loop like every other request.
+``emit`` false means GitHub sends no webhook for it: only the poller can find it. The world
+is single-threaded: these handlers run on uvicorn's event loop like every other request.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import signal
-import socket
-import sys
-from pathlib import Path
 from typing import Any
 
-import uvicorn
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tests.simulator import SimulatorApp, World, load_world
-from tests.simulator.clock import iso
+from .clock import iso
+from .state import World
 
-PREFIX = "/_chaos/"
+PREFIX = "/_simulator/activity/"
 
 
-class ChaosApp:
-    """``SimulatorApp`` with the ``/_chaos/`` activity routes in front of it."""
+class ActivityRoutes:
+    """``app`` (the simulator) with the activity routes in front of it."""
 
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, app: ASGIApp) -> None:
         self.world = world
-        self.simulator = SimulatorApp(world)
+        self.simulator = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not scope["path"].startswith(PREFIX):
@@ -61,7 +54,7 @@ class ChaosApp:
             reply = self.handle(request.method, scope["path"][len(PREFIX):].rstrip("/"), data)
             response = _json(reply, 200)
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-            response = _json({"message": f"bad chaos request: {type(exc).__name__}: {exc}"},
+            response = _json({"message": f"bad activity request: {type(exc).__name__}: {exc}"},
                              400)
         await response(scope, receive, send)
 
@@ -126,31 +119,3 @@ class ChaosApp:
 
 def _json(body: Any, status: int) -> Response:
     return Response(json.dumps(body), status_code=status, media_type="application/json")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.chaos.simserver",
-                                     description="The simulator with an activity API.")
-    parser.add_argument("--state", type=Path, required=True, help="JSON state file")
-    parser.add_argument("--port", type=int, default=0, help="TCP port (0: pick a free one)")
-    args = parser.parse_args(argv)
-    world = load_world(args.state)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", args.port))
-    sock.listen(128)  # before the URL is printed: a client may connect at once
-    base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    world.api_url = base_url
-    print(base_url, flush=True)
-    config = uvicorn.Config(ChaosApp(world), http="h11", lifespan="off", log_level="warning",
-                            access_log=False, date_header=False, server_header=False)
-    stopped: list[int] = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda number, _frame: stopped.append(number))
-    uvicorn.Server(config).run(sockets=[sock])
-    sock.close()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
