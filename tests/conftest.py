@@ -1,5 +1,6 @@
 """Shared fixtures. Keep this small: module-specific fixtures live beside their tests."""
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -8,7 +9,7 @@ from hypothesis import settings
 
 from service.storage.database import Database
 from service.storage.sqlite import SqliteStore
-from tests.databases import BACKENDS, open_database
+from tests.kit.stores import BACKENDS, new_sqlite_store, open_database
 from tests.kit.thorough import THOROUGH, examples
 from tests.simulator.openapi import checker
 
@@ -19,26 +20,42 @@ settings.register_profile("dev", max_examples=examples(100))
 settings.load_profile("ci" if THOROUGH else "dev")
 
 
+def _seconds(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("slow")
+    return float(marker.args[0]) if marker is not None and marker.args else 0.0
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Spread the ``slow`` tests (about a minute each: chaos with real processes) evenly
-    through the run. pytest-xdist hands each worker one contiguous block of the
-    collection; left together (tests/chaos/ sorts first) they would all queue on one
-    worker, and the run would last as long as their sum. Each goes in between two
-    modules, never inside one, so a module's own fixtures are still set up once."""
-    slow = [item for item in items if item.get_closest_marker("slow")]
-    rest = [item for item in items if not item.get_closest_marker("slow")]
-    if not slow or not rest:
+    """Start the ``slow`` tests first, each on a worker of its own where it can.
+
+    pytest-xdist's work-stealing scheduler first hands each of its N workers one
+    contiguous, equal block of the collection, and an idle worker later steals from the
+    *end* of another's queue. A test of a minute or more therefore belongs at the *start*
+    of a block: placed anywhere else it may begin when the others are nearly done, and the
+    run lasts as long as its tail. So the blocks are laid out here exactly as the
+    scheduler will cut them (``PYTEST_XDIST_WORKER_COUNT``, which xdist sets in each
+    worker), and the slow tests, longest first (``slow(seconds)``), go to the front of the
+    block with the least slow time so far; the other tests keep their order."""
+    slow = sorted((item for item in items if item.get_closest_marker("slow")),
+                  key=_seconds, reverse=True)
+    if not slow:
         return
-    boundaries = [0] + [i for i in range(1, len(rest))
-                        if rest[i].module is not rest[i - 1].module] + [len(rest)]
-    step = len(rest) / len(slow)
-    before: dict[int, list[pytest.Item]] = {}
-    for index, item in enumerate(slow):
-        nearest = min(boundaries, key=lambda b: abs(b - index * step))
-        before.setdefault(nearest, []).append(item)
-    items[:] = [moved for position in range(len(rest) + 1)
-                for moved in (*before.get(position, ()),
-                              *(rest[position:position + 1]))]
+    rest = [item for item in items if not item.get_closest_marker("slow")]
+    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    fronts: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    for item in slow:
+        min(fronts, key=lambda front: sum(map(_seconds, front))).append(item)
+    # The scheduler's cut: worker i of n takes len(pending) // (n - i) of what is left.
+    sizes, left = [], len(items)
+    for index in range(workers):
+        sizes.append(left // (workers - index))
+        left -= sizes[-1]
+    ordered: list[pytest.Item] = []
+    for front, size in zip(fronts, sizes, strict=True):
+        take = max(0, size - len(front))
+        ordered += front + rest[:take]
+        rest = rest[take:]
+    items[:] = ordered + rest
 
 
 @pytest.fixture
@@ -72,5 +89,5 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Databas
 @pytest.fixture
 def sqlite_store(tmp_path: Path) -> Iterator[SqliteStore]:
     """The SQLite file alone, for what only it has (its query plans, its pragmas)."""
-    with SqliteStore(tmp_path / "state.db") as store:
+    with new_sqlite_store(tmp_path / "state.db") as store:
         yield store

@@ -28,15 +28,12 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from service.storage.database import Database
 from service.storage.pg_schema import PG_MIGRATIONS
 from service.storage.postgres import PostgresStore
-from service.storage.sqlite import SqliteStore
 
 ADMIN_ENV = "PR_REVIEW_AGENT_PG"
 REQUIRED_ENV = "PR_REVIEW_AGENT_PG_REQUIRED"
 DEFAULT_ADMIN = "postgresql:///postgres?host=/var/run/postgresql"
-BACKENDS = ("sqlite", "postgres")
 
 
 def admin_conninfo() -> str:
@@ -82,7 +79,7 @@ def throwaway_database(*, migrated: bool = False) -> Iterator[str]:
 
 _TEMPLATE_PREFIX = "prra_template_"
 _TEMPLATE_LOCK = 0x70727261  # an advisory lock key of the tests' own
-_templates: dict[str, str | Path] = {}
+_templates: dict[str, str] = {}
 
 
 def _schema_digest(migrations: object) -> str:
@@ -117,36 +114,6 @@ def _pg_template() -> str:
             admin.execute("SELECT pg_advisory_unlock(%s)", (_TEMPLATE_LOCK,))
     _templates["postgres"] = name
     return name
-
-
-def _sqlite_template() -> Path:
-    """A SQLite file at this code's schema, made once per test process and copied."""
-    found = _templates.get("sqlite")
-    if isinstance(found, Path) and found.exists():
-        return found
-    path = Path(tempfile.mkdtemp(prefix="prra-template-")) / "state.db"
-    SqliteStore(path).close()  # closing checkpoints the WAL: the one file is the store
-    _templates["sqlite"] = path
-    return path
-
-
-def migrated_sqlite_file(path: Path) -> Path:
-    """A SQLite store file at ``path`` already at this code's schema (a copied template),
-    for a test that opens it itself. Returns ``path``."""
-    shutil.copyfile(_sqlite_template(), path)
-    return path
-
-
-@contextmanager
-def open_database(backend: str, tmp_path: Path) -> Iterator[Database]:
-    """A fresh, migrated store on ``backend`` (a copy of a migrated template), closed (and
-    dropped) afterwards."""
-    if backend == "sqlite":
-        with SqliteStore(migrated_sqlite_file(tmp_path / "state.db")) as store:
-            yield store
-        return
-    with throwaway_database(migrated=True) as conninfo, PostgresStore(conninfo) as pg:
-        yield pg
 
 
 def as_url(conninfo: str) -> tuple[str, str | None]:

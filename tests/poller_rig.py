@@ -32,6 +32,7 @@ from service.storage.queue import QueueRow
 from service.storage.sqlite import SqliteStore
 from service.storage.watermarks import Watermarks
 from tests.kit.queue import QueueDriver
+from tests.kit.stores import new_sqlite_store
 from tests.simulator import SimClock, SimulatorTransport, World
 from tests.simulator.harness import APP_ID, SAMPLE_DIFF, app_key_pair
 from tests.simulator.models import Installation, IssueComment, PullRequest
@@ -97,7 +98,7 @@ class PollerRig:
         world.add_user("alice", association="MEMBER")
         world.add_user("bob", association="MEMBER")
         world.add_user("eve", association="NONE")
-        store = store if store is not None else SqliteStore(tmp_path / "state.db")
+        store = store if store is not None else new_sqlite_store(tmp_path / "state.db")
         queue = QueueDriver(store)
         ctx = TriggerContext(config=triggers or TriggersConfig(), app_id=APP_ID,
                              app_slug=SLUG, agent_comments=AgentComments(store),

@@ -40,9 +40,8 @@ from service.publish.run_content import Omitted
 from service.storage import queue_lease
 from service.storage.database import Database
 from service.storage.queue import Claim
-from service.storage.sqlite import SqliteStore
-from tests.databases import BACKENDS, open_database
 from tests.kit.queue import QueueDriver
+from tests.kit.stores import BACKENDS, new_sqlite_store, open_database
 from tests.simulator import SimClock, SimulatorTransport, World
 from tests.simulator.harness import SAMPLE_DIFF, app_key_pair
 from tests.simulator.models import (
@@ -128,7 +127,7 @@ class Rig:
         github = GitHubClient(API, app_jwt=AppJWT(APP_ID, Secret(private_pem), world.clock.now),
                               clock=world.clock.now, transport=SimulatorTransport(world),
                               sleep=virtual_sleep)
-        store = store if store is not None else SqliteStore(tmp_path / "state.db")
+        store = store if store is not None else new_sqlite_store(tmp_path / "state.db")
         return cls(world=world, github=github, store=store, queue=QueueDriver(store),
                    governor=Governor(store, budget_config or budget(), clock=world.clock.now),
                    installation_id=installation.id, sleeps=sleeps)

@@ -19,6 +19,7 @@ from service.storage.errors import STORE_ERRORS, is_contention
 from service.storage.queue import Claim
 from service.storage.sqlite import SqliteStore
 from tests.kit.queue import QueueDriver
+from tests.kit.stores import new_sqlite_store
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 LEASE = timedelta(minutes=20)
@@ -44,7 +45,7 @@ def budget(**overrides: object) -> BudgetConfig:
 
 
 def open_store(tmp_path: Path, name: str = "state.db") -> SqliteStore:
-    return SqliteStore(tmp_path / name)
+    return new_sqlite_store(tmp_path / name)
 
 
 def apply_one(conn: Transaction, decision: Decision, *,

@@ -28,9 +28,9 @@ from service.observe.health import Health
 from service.storage.agent_comments import AgentComments
 from service.storage.database import Database
 from service.storage.postgres import PostgresStore
-from service.storage.sqlite import SqliteStore
 from tests.databases import throwaway_database
 from tests.kit.queue import QueueDriver
+from tests.kit.stores import new_sqlite_store
 from tests.kit.waiting import wait_for_async
 from tests.simulator import WebhookSender, World
 from tests.simulator.harness import REPO, Harness, app_key_pair
@@ -128,7 +128,7 @@ async def open_env(tmp_path: Path, *, busy_timeout: float = 5.0,
         config = load_config(write_config(tmp_path, server=server), {})
         store: Database
         if backend == "sqlite":
-            store = SqliteStore(config.store.path, busy_timeout=busy_timeout)
+            store = new_sqlite_store(config.store.path, busy_timeout=busy_timeout)
         else:
             conninfo = stack.enter_context(throwaway_database())
             store = PostgresStore(conninfo, lock_timeout=busy_timeout)

@@ -30,6 +30,7 @@ from service.storage.queue import Claim
 from service.storage.sqlite import SqliteStore
 from tests.kit.publishers import RecordingPublisher
 from tests.kit.queue import QueueDriver
+from tests.kit.stores import new_sqlite_store
 from tests.simulator import GitRepo, SimulatorTransport, World, open_pull
 from tests.simulator.harness import app_key_pair
 from tests.simulator.models import PullRequest
@@ -211,7 +212,7 @@ def build_sim(tmp: Path, *, config: BudgetConfig | None = None,
     github = GitHubClient(API, app_jwt=AppJWT(APP_ID, Secret(private_pem), world.clock.now),
                           clock=world.clock.now, transport=SimulatorTransport(world),
                           sleep=virtual_sleep, etags=ETagStore())
-    store = SqliteStore(tmp / "state.db")
+    store = new_sqlite_store(tmp / "state.db")
     queue = QueueDriver(store, lease=lease)
     governor = Governor(store, config or budget())
     acker = GitHubAck(github, Installations(store, github)) if ack_on_github else None

@@ -278,6 +278,7 @@ async def outage_burst(base: str, event: dict[str, Any]
     return burst, health, missing
 
 
+@pytest.mark.slow(16)
 @pytest.mark.anyio
 async def test_a_database_outage_answers_503_loses_nothing_and_recovers(
         tmp_path: Path) -> None:

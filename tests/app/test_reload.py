@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from service.app.reload import reload_config
 from service.budget.governor import Governor
 from service.config.strict_yaml import load_config
-from service.storage.sqlite import SqliteStore
+from tests.kit.stores import new_sqlite_store
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def config_file(tmp_path: Path, key_pem: str) -> Path:
 
 def test_budget_and_dry_run_apply_at_once(config_file: Path, tmp_path: Path) -> None:
     current = load_config(config_file, {})
-    with SqliteStore(tmp_path / "s.db") as store:
+    with new_sqlite_store(tmp_path / "s.db") as store:
         governor = Governor(store, current.budget)
         write(config_file, weekly=700_000, dry_run=True, enabled=False)
         result = reload_config(config_file, {}, current)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from service.storage import repository_polls
+from tests.kit.stores import new_sqlite_store
 from tests.webhook_env import NOW, Env, open_env
 
 
@@ -100,11 +101,10 @@ def test_what_waits_is_shown_from_the_next_in_line(tmp_path: Path) -> None:
     from service.budget.governor import Governor
     from service.config.schema import BudgetConfig
     from service.observe.health import Health
-    from service.storage.sqlite import SqliteStore
     from tests.kit.queue import QueueDriver
     from tests.queue_helpers import opened
 
-    with SqliteStore(tmp_path / "state.db") as store:
+    with new_sqlite_store(tmp_path / "state.db") as store:
         queue = QueueDriver(store)
         for n in range(1, WAITING_SHOWN + 6):  # more waiting than the page shows
             queue.enqueue(opened(n), now=NOW + timedelta(seconds=n))

@@ -27,6 +27,7 @@ from service.storage.queue import Claim
 from service.storage.sqlite import SqliteStore
 from service.storage.times import to_db_time
 from tests.kit.queue import QueueDriver
+from tests.kit.stores import new_sqlite_store
 from tests.queue_helpers import LEASE, T0, budget, mention
 
 DAY = timedelta(days=1)
@@ -211,6 +212,7 @@ def test_an_unreadable_breaker_state_admits_nothing_until_reset(store: SqliteSto
 
 # -- the simulation ---------------------------------------------------------------------------
 
+@pytest.mark.slow(12)
 def test_trips_become_rare_against_a_real_limit_below_the_configured_one(
         tmp_path: Path) -> None:
     """Six weeks of fake time; the engine's real limit is 60 % of every configured one.
@@ -227,7 +229,7 @@ def test_trips_become_rare_against_a_real_limit_below_the_configured_one(
     trips: list[datetime] = []
     calibrations: list[int] = []
     violations: list[str] = []
-    with SqliteStore(tmp_path / "sim.db") as store:
+    with new_sqlite_store(tmp_path / "sim.db") as store:
         queue, gov = QueueDriver(store, lease=LEASE), Governor(store, config)
 
         def checked(conn: sqlite3.Connection, claim: Claim, now: datetime) -> bool:

@@ -16,6 +16,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
+import pytest
+
 from service.budget.governor import Governor
 from service.budget.usage import Usage
 from service.budget.windows import WINDOWS, limit_of, measure
@@ -142,6 +144,7 @@ def seed(path: str | Path, count: int) -> None:
             queue.enqueue(mention(n + 1, n + 1), now=T0 - timedelta(days=1))
 
 
+@pytest.mark.slow(10)
 def test_threads_never_breach_a_window(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     seed(path, 3_000)
@@ -219,6 +222,7 @@ def test_four_processes_on_one_file_never_breach_a_window(tmp_path: Path) -> Non
     race_four_processes(str(path), 500)
 
 
+@pytest.mark.slow(15)
 def test_four_processes_on_one_postgresql_database_never_breach_a_window() -> None:
     """The same race across processes that share one PostgreSQL database, as replicas on
     several hosts do: the one advisory write lock serialises every admission."""

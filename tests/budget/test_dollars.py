@@ -20,6 +20,7 @@ from service.storage.queue import Claim
 from service.storage.sqlite import SqliteStore
 from service.storage.times import to_db_time
 from tests.kit.queue import QueueDriver
+from tests.kit.stores import new_sqlite_store
 from tests.kit.thorough import examples
 from tests.queue_helpers import LEASE, T0, budget, mention, opened
 
@@ -84,7 +85,7 @@ ROWS = st.lists(st.tuples(
 def test_costs_since_equals_the_plain_sum_for_any_ledger(
         ledger: list[tuple[int, int, int | None, float | None, int]], offset: int,
         rewrite: bool) -> None:
-    with tempfile.TemporaryDirectory() as d, SqliteStore(Path(d) / "s.db") as store:
+    with tempfile.TemporaryDirectory() as d, new_sqlite_store(Path(d) / "s.db") as store:
         with store.transaction() as conn:
             for i, (minute, reserved, used, cost, micros) in enumerate(ledger):
                 at = to_db_time(T0 + timedelta(minutes=minute, microseconds=micros))

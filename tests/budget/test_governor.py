@@ -16,6 +16,7 @@ from service.storage.database import Database
 from service.storage.sqlite import SqliteStore
 from service.storage.times import to_db_time
 from tests.kit.queue import QueueDriver
+from tests.kit.stores import new_sqlite_store
 from tests.queue_helpers import LEASE, T0, budget, mention, opened
 
 
@@ -323,7 +324,7 @@ def test_a_swapped_config_takes_effect_on_the_next_claim(store: SqliteStore) -> 
 
 def test_another_connections_commit_is_seen_at_the_same_instant(tmp_path: Path) -> None:
     config = budget(session_tokens=10_000, max_run_tokens=10_000)
-    with SqliteStore(tmp_path / "s.db") as a, SqliteStore(tmp_path / "s.db") as b:
+    with new_sqlite_store(tmp_path / "s.db") as a, SqliteStore(tmp_path / "s.db") as b:
         qa, ga = setup(a, config)
         qb, gb = setup(b, config)
         qa.enqueue(mention(1, 1), now=T0)

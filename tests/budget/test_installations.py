@@ -26,8 +26,9 @@ from service.storage.postgres import PostgresStore
 from service.storage.queue import Claim
 from service.storage.sqlite import SqliteStore
 from service.storage.times import to_db_time
-from tests.databases import BACKENDS, throwaway_database
+from tests.databases import throwaway_database
 from tests.kit.queue import QueueDriver
+from tests.kit.stores import BACKENDS
 from tests.queue_helpers import LEASE, T0, budget, drain_racing, mention
 
 ACME, GLOBEX = 101, 202

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from service.budget.windows import WINDOWS, measure
 from service.storage.ledger import WINDOW_SQL, window_params
 from service.storage.queue_lease import CLAIMABLE_SQL
-from service.storage.sqlite import SqliteStore
 from service.storage.times import to_db_time
+from tests.kit.stores import new_sqlite_store
 from tests.kit.thorough import examples
 from tests.queue_helpers import T0, budget
 
@@ -32,7 +32,7 @@ rows = st.lists(st.tuples(
 @given(ledger=rows, offset=st.integers(-600, 600), settle_some=st.booleans())
 def test_measure_equals_the_plain_sum_for_any_ledger(
         ledger: list[tuple[int, int, int | None, int]], offset: int, settle_some: bool) -> None:
-    with tempfile.TemporaryDirectory() as d, SqliteStore(Path(d) / "s.db") as store:
+    with tempfile.TemporaryDirectory() as d, new_sqlite_store(Path(d) / "s.db") as store:
         with store.transaction() as conn:
             for i, (minute, reserved, used, micros) in enumerate(ledger):
                 at = T0 + timedelta(minutes=minute, microseconds=micros % 60_000_000)
@@ -59,7 +59,7 @@ def test_measure_equals_the_plain_sum_for_any_ledger(
 
 
 def test_the_claim_and_window_queries_are_served_by_indexes(tmp_path: Path) -> None:
-    with SqliteStore(tmp_path / "s.db") as store, store.read() as conn:
+    with new_sqlite_store(tmp_path / "s.db") as store, store.read() as conn:
         claim_plan = " | ".join(r[3] for r in conn.execute(
             "EXPLAIN QUERY PLAN " + CLAIMABLE_SQL, {"now": to_db_time(T0), "max_attempts": 3}))
         window_plan = " | ".join(r[3] for r in conn.execute(

@@ -48,13 +48,13 @@ def assert_nothing_lost_twice_or_breached(result: ChaosResult, triggers: int) ->
     assert result.final_exit == 0, story
 
 
-@pytest.mark.slow
+@pytest.mark.slow(90)
 def test_nothing_lost_nothing_twice_no_window_breached_under_sigkill(tmp_path: Path) -> None:
     result = run_chaos(tmp_path / "chaos", ChaosSettings(triggers=50))
     assert_nothing_lost_twice_or_breached(result, 50)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(70)
 def test_two_hosts_on_postgresql_under_sigkill_and_a_database_restart(tmp_path: Path) -> None:
     """Two ``serve`` processes on one database (a server of the test's own, so that
     restarting it disturbs no other test): either killed at random, webhooks to either,

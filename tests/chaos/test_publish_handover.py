@@ -40,7 +40,7 @@ def rig(tmp_path: Path) -> Iterator[ChaosRig]:
             rig.close()
 
 
-@pytest.mark.slow
+@pytest.mark.slow(50)
 def test_a_host_killed_mid_post_is_taken_over_by_its_lease_and_posted_once(
         rig: ChaosRig) -> None:
     repo = rig.repos[0]

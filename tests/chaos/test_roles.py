@@ -37,7 +37,7 @@ def rig(tmp_path: Path) -> Iterator[ChaosRig]:
         rig.close()
 
 
-@pytest.mark.slow
+@pytest.mark.slow(40)
 def test_a_dead_workers_claim_is_handed_back_while_the_budget_admits_nothing(
         rig: ChaosRig) -> None:
     repo = rig.repos[0]
@@ -74,7 +74,7 @@ def test_a_dead_workers_claim_is_handed_back_while_the_budget_admits_nothing(
         {"status": "pending"}]  # still waiting for the budget, visibly
 
 
-@pytest.mark.slow
+@pytest.mark.slow(15)
 def test_a_restarted_poller_enqueues_nothing_for_comments(rig: ChaosRig) -> None:
     repo = rig.repos[0]
     config = rig.config_for("config-push.yaml", triggers={"on_push": True})

@@ -13,6 +13,7 @@ from service.storage.database import Database
 from service.storage.sqlite import SqliteStore
 from service.storage.times import to_db_time
 from tests.kit.queue import QueueDriver
+from tests.kit.stores import new_sqlite_store
 from tests.kit.thorough import examples
 from tests.queue_helpers import T0, apply_one, mention, opened
 
@@ -132,7 +133,7 @@ def test_a_batch_of_decisions_does_what_they_would_one_at_a_time(
         tmp_path_factory: pytest.TempPathFactory, before: list[Decision],
         batch: list[Decision]) -> None:
     model = Model()
-    with SqliteStore(tmp_path_factory.mktemp("batch") / "state.db") as store:
+    with new_sqlite_store(tmp_path_factory.mktemp("batch") / "state.db") as store:
         with store.transaction() as conn:  # what the queue held already
             apply_decisions(conn, [Decided(d, T0) for d in before])
         for decision in before:

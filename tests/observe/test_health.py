@@ -12,6 +12,7 @@ import pytest
 
 from service.observe.health import DEGRADED, FAILING, NOT_RUNNING, OK, STALE_INTERVALS, Health
 from service.storage.sqlite import HEAD_VERSION, SqliteStore
+from tests.kit.stores import new_sqlite_store
 from tests.webhook_env import NOW, Env, open_env
 
 INTERVAL = timedelta(seconds=300)
@@ -20,7 +21,7 @@ INTERVAL = timedelta(seconds=300)
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    with SqliteStore(tmp_path / "state.db") as opened:
+    with new_sqlite_store(tmp_path / "state.db") as opened:
         yield opened
 
 
@@ -164,7 +165,7 @@ def test_github_auth_follows_the_latest_outcome(store: SqliteStore) -> None:
 
 
 def test_a_closed_store_is_failing(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "state.db")
+    store = new_sqlite_store(tmp_path / "state.db")
     health = Health(store)
     store.close()
 

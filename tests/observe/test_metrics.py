@@ -25,6 +25,7 @@ from service.observe.metrics.state import StoreState
 from service.storage.sqlite import SqliteStore
 from tests.kit.paths import CHECKOUT
 from tests.kit.queue import QueueDriver
+from tests.kit.stores import new_sqlite_store
 from tests.webhook_env import NOW, Env, open_env
 
 ROOT = CHECKOUT
@@ -124,7 +125,7 @@ def _claimable(store: SqliteStore) -> QueueDriver:
 
 def test_the_governor_counts_admissions_by_rung_and_refusals_by_reason(
         tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "state.db")
+    store = new_sqlite_store(tmp_path / "state.db")
     try:
         metrics = Metrics()
         queue = _claimable(store)
@@ -179,7 +180,7 @@ def test_several_processes_add_up_in_multiprocess_mode(tmp_path: Path) -> None:
 
 def _every_name(tmp_path: Path) -> set[str]:
     """Every sample name the service can expose, each instrument used once."""
-    store = SqliteStore(tmp_path / "names.db")
+    store = new_sqlite_store(tmp_path / "names.db")
     try:
         metrics = Metrics()
         metrics.claimed(True)

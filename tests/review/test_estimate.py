@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from service.review.estimate import DEFAULT_BASE_TOKENS, Estimator, fit, load_estimator
-from service.storage.sqlite import SqliteStore
+from tests.kit.stores import new_sqlite_store
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 
@@ -42,7 +42,7 @@ def test_fit_never_goes_negative() -> None:
 
 
 def test_load_estimator_fits_this_engine_s_completed_exact_runs(tmp_path: Path) -> None:
-    with SqliteStore(tmp_path / "state.db") as store:
+    with new_sqlite_store(tmp_path / "state.db") as store:
         rows: list[tuple[Any, ...]] = []
         for i in range(12):
             lines = 100 * (i + 1)

@@ -25,6 +25,7 @@ from service.storage.queue import Claim
 from service.storage.sqlite import SqliteStore
 from service.storage.times import to_db_time
 from tests.kit.queue import QueueDriver
+from tests.kit.stores import new_sqlite_store
 from tests.worker_helpers import REPO, Sim, budget, build_sim, close_sim, files_under
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
@@ -65,7 +66,7 @@ async def _run_pool(pool: WorkerPool, body: Callable[[asyncio.Event], Awaitable[
 
 @pytest.fixture
 def parts(tmp_path: Path) -> tuple[SqliteStore, QueueDriver, Governor, Clock]:
-    store = SqliteStore(tmp_path / "state.db")
+    store = new_sqlite_store(tmp_path / "state.db")
     clock = Clock()
     return store, QueueDriver(store, lease=timedelta(seconds=60)), Governor(store, budget()), clock
 

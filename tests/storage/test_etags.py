@@ -10,7 +10,7 @@ import pytest
 from service.model.etags import ETagCache, ETagStore, Validators
 from service.storage.database import Database
 from service.storage.etags import StoredETags
-from tests.databases import BACKENDS, open_database
+from tests.kit.stores import BACKENDS, new_sqlite_store, open_database
 
 
 @pytest.fixture(params=["memory", *BACKENDS])
@@ -34,7 +34,7 @@ def test_etag_cache_round_trip(cache: ETagCache) -> None:
 
 def test_etags_survive_a_restart(tmp_path: Path) -> None:
     from service.storage.sqlite import SqliteStore
-    with SqliteStore(tmp_path / "s.db") as store:
+    with new_sqlite_store(tmp_path / "s.db") as store:
         StoredETags(store).put_validators("k", Validators('"e"', "Tue"))
     with SqliteStore(tmp_path / "s.db") as store:
         assert StoredETags(store).get_validators("k") == Validators('"e"', "Tue")

@@ -19,8 +19,8 @@ from service.budget.usage import Usage
 from service.budget.windows import measure
 from service.config.schema import BudgetConfig
 from service.storage.queue import MAX_ATTEMPTS, Claim
-from service.storage.sqlite import SqliteStore
 from tests.kit.queue import QueueDriver
+from tests.kit.stores import new_sqlite_store
 from tests.kit.thorough import examples
 from tests.queue_helpers import T0, mention, opened
 
@@ -34,7 +34,7 @@ class QueueMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self._dir = tempfile.TemporaryDirectory()
-        self.store = SqliteStore(Path(self._dir.name) / "state.db")
+        self.store = new_sqlite_store(Path(self._dir.name) / "state.db")
         self.queue = QueueDriver(self.store, lease=LEASE)
         self.gov = Governor(self.store, CONFIG)
         self.now = T0

@@ -24,6 +24,7 @@ from service.storage.postgres import PostgresStore
 from service.storage.sqlite import SqliteStore
 from tests import payloads as p
 from tests.databases import throwaway_database
+from tests.kit.stores import new_sqlite_store
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
@@ -105,7 +106,7 @@ def test_a_delivery_that_fails_alone_is_written_alone(
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    with SqliteStore(tmp_path / "state.db", busy_timeout=30) as opened:
+    with new_sqlite_store(tmp_path / "state.db", busy_timeout=30) as opened:
         yield opened
 
 

@@ -26,7 +26,7 @@ from service.github.webhooks import sign
 from service.storage.sqlite import SqliteStore
 from service.storage.times import to_db_time
 from tests import payloads as p
-from tests.databases import BACKENDS
+from tests.kit.stores import BACKENDS
 from tests.simulator import WebhookSender
 from tests.simulator.harness import REPO, SAMPLE_DIFF
 from tests.webhook_env import (

@@ -9,7 +9,7 @@ import pytest
 
 from service.app.web import InstallationChange
 from service.storage.times import to_db_time
-from tests.databases import BACKENDS
+from tests.kit.stores import BACKENDS
 from tests.webhook_env import NOW, Env, open_env
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from service.github.webhooks import sign
 from service.intake.webhook import receiver
-from tests.databases import BACKENDS
+from tests.kit.stores import BACKENDS
 from tests.simulator.harness import REPO
 from tests.webhook_env import SECRET, Env, open_env, opened
 

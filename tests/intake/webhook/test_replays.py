@@ -27,7 +27,7 @@ from service.github.client import GitHubClient
 from service.intake.poller.targets import discover, record_repositories
 from service.storage import closures, posted_findings
 from service.storage.posted_findings import PostedFinding
-from tests.databases import BACKENDS
+from tests.kit.stores import BACKENDS
 from tests.simulator import SimulatorTransport
 from tests.simulator.harness import REPO
 from tests.webhook_env import NOW, Env, open_env, opened, pr_key

@@ -18,6 +18,7 @@ from service.publish.checks.marks import CheckMarks
 from service.publish.run_content import Omitted
 from service.storage import checks, queue_lease
 from service.storage.queue import ABANDONED
+from tests.kit.stores import new_sqlite_store
 from tests.publisher_rig import (
     ANCHORED,
     APP_ID,
@@ -371,9 +372,8 @@ def test_the_words_of_each_ending_say_what_to_do() -> None:
 
 
 def test_a_completed_check_run_is_never_reopened(tmp_path) -> None:
-    from service.storage.sqlite import SqliteStore
 
-    with SqliteStore(tmp_path / "s.db") as store:
+    with new_sqlite_store(tmp_path / "s.db") as store:
         target = checks.Target("pr_opened:o/r:1:" + "a" * 40, "a" * 40, "o/r", 1, "n")
         with store.transaction() as tx:
             assert checks.show(tx, target, text.queued("review"), T0)
