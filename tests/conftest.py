@@ -25,8 +25,15 @@ def _seconds(item: pytest.Item) -> float:
     return float(marker.args[0]) if marker is not None and marker.args else 0.0
 
 
+def _marked_whole(item: pytest.Item) -> bool:
+    marks = getattr(getattr(item, "module", None), "pytestmark", [])
+    marks = marks if isinstance(marks, list) else [marks]
+    return any(mark.name == "slow" for mark in marks)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Start the ``slow`` tests first, each on a worker of its own where it can.
+    """Start the ``slow`` tests first, each module of them on a worker of its own where it
+    can.
 
     pytest-xdist's work-stealing scheduler first hands each of its N workers one
     contiguous, equal block of the collection, and an idle worker later steals from the
@@ -34,17 +41,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     of a block: placed anywhere else it may begin when the others are nearly done, and the
     run lasts as long as its tail. So the blocks are laid out here exactly as the
     scheduler will cut them (``PYTEST_XDIST_WORKER_COUNT``, which xdist sets in each
-    worker), and the slow tests, longest first (``slow(seconds)``), go to the front of the
-    block with the least slow time so far; the other tests keep their order."""
-    slow = sorted((item for item in items if item.get_closest_marker("slow")),
-                  key=_seconds, reverse=True)
-    if not slow:
+    worker), and the slow tests go to the front of the blocks, longest first
+    (``slow(seconds)``), each to the block with the least slow time so far. A module marked
+    slow as a whole (``pytestmark``: its tests share one module-scoped run) stays together,
+    so that its fixture is set up once; the other tests keep their order."""
+    groups: dict[object, list[pytest.Item]] = {}
+    for item in items:
+        if item.get_closest_marker("slow"):
+            groups.setdefault(item.module if _marked_whole(item) else item, []).append(item)
+    if not groups:
         return
     rest = [item for item in items if not item.get_closest_marker("slow")]
     workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
     fronts: list[list[pytest.Item]] = [[] for _ in range(workers)]
-    for item in slow:
-        min(fronts, key=lambda front: sum(map(_seconds, front))).append(item)
+    for group in sorted(groups.values(), key=lambda g: sum(map(_seconds, g)), reverse=True):
+        min(fronts, key=lambda front: sum(map(_seconds, front))).extend(group)
     # The scheduler's cut: worker i of n takes len(pending) // (n - i) of what is left.
     sizes, left = [], len(items)
     for index in range(workers):

@@ -27,6 +27,8 @@ from tests.faults.rig import FaultRig
 FIVE_XX, SECONDARY, SLOW, DROPS, MINT, HANG = (f"org{i}/repo{i}" for i in range(1, 7))
 WALL_CLOCK = 4
 RETRY = timedelta(seconds=2)
+#: One run of about 30 s that every test here reads: the module starts first, on one worker.
+pytestmark = pytest.mark.slow(5)
 #: Every answer GitHub gives the SLOW repository is this late (seconds).
 SLOW_DELAY = 3.0
 
