@@ -1,6 +1,7 @@
 """Shared fixtures. Keep this small: module-specific fixtures live beside their tests."""
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,15 @@ from service.storage.sqlite import SqliteStore
 from tests.kit.stores import BACKENDS, new_sqlite_store, open_database
 from tests.kit.thorough import THOROUGH, examples
 from tests.simulator.openapi import checker
+
+# The suite starts hundreds of Python processes (serve, the simulator, the fake engines,
+# the CLI) and one per xdist worker, each importing the service and test modules: with
+# PYTHONDONTWRITEBYTECODE set (some images set it) every one of them compiles them all
+# from source again, and pytest rewrites every test module's asserts in every worker. So
+# the tests write bytecode caches (into the checkout's ignored __pycache__ directories)
+# whatever the environment says; this process and everything it starts.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 # A property without its own ``max_examples`` tries Hypothesis's 100 under CI, a quarter on
 # a developer's machine (tests/kit/thorough.py); one with its own scales the same way.

@@ -398,3 +398,89 @@ def test_one_launcher_starts_serve_and_the_simulator_and_one_free_port() -> None
                   if isinstance(node, ast.FunctionDef) and node.name == "free_port"]
     assert launches == ["tests/kit/processes.py"]
     assert ports == ["tests/kit/ports.py"]
+
+
+#: Modules that declare and do nothing to test on their own (types, a protocol).
+_DECLARATIONS_ONLY = {
+    "github/actors": "three names: the App actor, the Actor and Clock types",
+    "publish/ports": "the Protocol the worker publishes through",
+}
+#: Modules whose tests still live in another module's file (or above unit level): each
+#: names where. The list only shrinks — a module that gains its own file must leave it,
+#: and a new module must come with its file.
+_TESTED_ELSEWHERE = {
+    "app/identity": "app/test_daemon.py",
+    "app/runners": "app/test_daemon.py, faults/, e2e/",
+    "app/services": "app/test_daemon.py, faults/, e2e/",
+    "app/setup/page": "app/setup/test_registrar.py",
+    "app/setup/run": "app/test_first_run.py",
+    "app/status_view": "app/test_status_page.py",
+    "app/web": "intake/webhook/test_end_to_end.py, observe/test_logs.py",
+    "budget/report": "budget/test_installations.py",
+    "budget/snapshot": "budget/test_governor.py, app/test_status_page.py",
+    "cli/local_review": "e2e/test_serve_operator.py, engine/test_sandbox.py",
+    "cli/main": "cli/test_check_config.py, test_setup_docs.py",
+    "cli/operator_commands": "e2e/test_serve_operator.py",
+    "config/checks": "config/test_validate.py",
+    "config/describe": "config/test_declare.py, config/test_validate.py",
+    "config/reader": "config/test_validate.py, config/test_read_key.py",
+    "config/repository/json_schema": "config/repository/test_parse.py",
+    "config/repository/keys": "config/repository/test_parse.py, config/test_declare.py",
+    "config/repository/merge": "review/test_repository_config.py",
+    "config/schema": "config/test_declare.py, config/test_budget_keys.py",
+    "config/secrets": "config/test_validate.py, app/setup/test_registration_needed.py",
+    "engine/base": "engine/test_claude_code.py, engine/test_anthropic.py",
+    "engine/confine": "engine/test_sandbox.py",
+    "engine/factory": "engine/test_anthropic.py, engine/test_openai_compatible.py",
+    "engine/landlock": "engine/test_sandbox.py, engine/test_real_claude.py",
+    "engine/limits": "engine/test_stream_json.py",
+    "engine/process": "engine/test_claude_code.py",
+    "engine/sizing": "engine/test_http_api.py",
+    "github/errors": "github/test_client.py, github/test_integration_faults.py",
+    "github/installations": "github/test_auth.py, github/test_integration.py",
+    "github/payload": "intake/rules/test_classify_comment.py, intake/poller/test_streams.py",
+    "github/ratelimit": "github/test_client.py, github/test_integration_faults.py",
+    "github/requester": "github/test_client.py, github/test_integration*.py",
+    "github/threads": "review/test_threads.py",
+    "intake/poller/pages": "intake/poller/test_streams.py",
+    "intake/rules/markdown": "intake/rules/test_mention.py",
+    "observe/metrics/exposition": "observe/test_metrics.py",
+    "observe/metrics/instruments": "observe/test_metrics.py",
+    "observe/metrics/state": "observe/test_metrics.py",
+    "publish/checks/marks": "publish/checks/test_outcome.py, review/test_settle.py",
+    "publish/checks/push": "publish/checks/test_loop.py",
+    "publish/checks/text": "publish/checks/test_outcome.py",
+    "publish/lookup": "publish/test_github.py",
+    "publish/publication": "publish/test_github.py, review/test_job_publication.py",
+    "publish/records": "publish/test_github.py",
+    "publish/retry": "app/test_retention.py, review/test_job_publication.py",
+    "publish/run": "review/test_job.py",
+    "publish/run_content": "publish/test_memory.py, publish/test_compose.py",
+    "review/installations": "review/test_repository_config.py",
+    "review/prepare": "review/test_job.py",
+}
+
+
+def test_every_module_has_its_own_test_file() -> None:
+    """``service/<package>/<module>.py`` is tested in ``tests/<package>/test_<module>.py``
+    (or ``test_<module>_<aspect>.py`` when one file would be too long), so that a reader
+    finds a module's tests where its name says."""
+    tests = {path.relative_to(ROOT / "tests") for path in (ROOT / "tests").rglob("test_*.py")}
+    without, named = [], []
+    for path in sorted(SERVICE.rglob("*.py")):
+        if path.name in ("__init__.py", "__main__.py"):
+            continue
+        module = path.relative_to(SERVICE).with_suffix("")
+        has_file = any(t.parent == module.parent and (t.stem == f"test_{module.name}" or
+                                                     t.stem.startswith(f"test_{module.name}_"))
+                       for t in tests)
+        key = str(module)
+        if has_file and key in _TESTED_ELSEWHERE:
+            named.append(key)
+        elif not has_file and key not in _TESTED_ELSEWHERE and key not in _DECLARATIONS_ONLY:
+            without.append(key)
+    assert without == [], "modules without tests/<package>/test_<module>.py"
+    assert named == [], "has its own test file now: take it out of _TESTED_ELSEWHERE"
+    gone = {k for k in (*_TESTED_ELSEWHERE, *_DECLARATIONS_ONLY)
+            if not (SERVICE / f"{k}.py").exists()}
+    assert gone == set(), "listed modules that no longer exist"

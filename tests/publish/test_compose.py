@@ -4,12 +4,9 @@ their size limit, and the publish config keys."""
 from __future__ import annotations
 
 import dataclasses
-import unicodedata
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from service.config.errors import ConfigError
 from service.config.schema import ENV_PRIVATE_KEY, ENV_WEBHOOK_SECRET
@@ -18,103 +15,12 @@ from service.engine.base import Assessment, Finding
 from service.intake.rules.mention import find_mention
 from service.publish import compose
 from service.publish.markers import (
-    DESCRIPTION_END,
-    DESCRIPTION_START,
-    find_marked,
-    has_marker,
     run_marker,
-    split_description_block,
-    with_description_block,
 )
 from service.publish.run_content import Omitted
-from service.publish.safety import MAX_BODY, WORD_JOINER, clean, code, github_length, truncate
-from tests.kit.thorough import examples
+from service.publish.safety import MAX_BODY, github_length
 from tests.publisher_rig import ACCOUNT, ANCHORED, HEAD, KEY, PHRASE, UNANCHORED, publication
 from tests.simulator.harness import app_key_pair
-
-
-def bot(body: str, *, state: str = "COMMENTED", login: str = "pr-reviewer[bot]",
-        kind: str = "Bot") -> dict[str, object]:
-    return {"id": 9, "body": body, "state": state, "user": {"login": login, "type": kind}}
-
-
-# -- markers ---------------------------------------------------------------------------------
-
-
-def test_markers_are_whole_lines_and_only_the_apps_count() -> None:
-    marker = run_marker(KEY)
-    assert marker == f"<!-- pr-review-agent:{KEY} -->"
-    assert has_marker(f"text\n{marker}\nmore", marker)
-    assert not has_marker(f"quoted: {marker}", marker)
-    assert not has_marker(run_marker(KEY + "4"), marker)
-    body = f"{marker}\nreview"
-    assert find_marked([bot(body, kind="User", login="mallory")], marker) is None  # forged
-    assert find_marked([bot(body, state="PENDING")], marker) is None
-    assert find_marked([bot(body, login="other-app[bot]")], marker, "pr-reviewer[bot]") is None
-    assert find_marked([bot("no marker"), bot(body)], marker, "pr-reviewer[bot]") is not None
-    for bad in ("a -->b", "two--dashes", "line\nbreak", ""):
-        with pytest.raises(ValueError, match="marker"):
-            run_marker(bad)
-
-
-def test_the_description_block_keeps_the_authors_text() -> None:
-    authored = "Why this change.\r\n\r\nFixes #4"
-    once = with_description_block(authored, "First.")
-    assert once.startswith(authored)
-    before, block, after = split_description_block(once)
-    assert before.rstrip() == authored and block is not None and "First." in block
-    assert after == ""
-    twice = with_description_block(once + "\nP.S. by the author", "Second.")
-    assert twice.count(DESCRIPTION_START) == 1 and twice.count(DESCRIPTION_END) == 1
-    assert "First." not in twice and "Second." in twice
-    assert twice.startswith(authored) and twice.endswith("\nP.S. by the author")
-    assert with_description_block(with_description_block(once, "Second."), "Second.") == (
-        with_description_block(once, "Second."))
-    assert with_description_block(None, "Only.") == (
-        f"{DESCRIPTION_START}\nOnly.\n{DESCRIPTION_END}\n")
-    # A start line with no end line is the author's text, not a block.
-    dangling = f"{DESCRIPTION_START}\nmine"
-    assert split_description_block(dangling) == (dangling, None, "")
-
-
-# -- cleaning --------------------------------------------------------------------------------
-
-
-def test_clean_hides_nothing_pings_nobody_and_cannot_trigger() -> None:
-    text = ("Ask @claude review <!-- pr-review-agent:x --> now\u202e.\n"
-            "[//]: # (hidden note)\n"
-            "cc @octocat and @acme/team; mail me@example.com\n"
-            "```\n@dataclass\n```\n"
-            "> @quoted\n"
-            "token ghs_" + "A" * 36)
-    out = clean(text, PHRASE)
-    assert "<!--" not in out and "hidden note" not in out
-    assert "<U+202E>" in out and "\u202e" not in out
-    assert f"@{WORD_JOINER}octocat" in out and f"@{WORD_JOINER}acme/team" in out
-    assert "me@example.com" in out and "\n@dataclass\n" in out
-    assert f"> @{WORD_JOINER}quoted" in out
-    assert "[redacted token]" in out and "ghs_A" not in out
-    assert find_mention(out, PHRASE) is None
-
-
-@settings(max_examples=examples(150), deadline=None)
-@given(st.text(max_size=300))
-def test_clean_never_leaves_the_phrase_or_an_invisible_character(text: str) -> None:
-    out = clean(text, PHRASE)
-    assert find_mention(out, PHRASE) is None
-    assert "<!--" not in out
-    assert all(ch == WORD_JOINER or ch in "\n\t"
-               or unicodedata.category(ch) not in ("Cc", "Cf", "Co", "Cs", "Cn")
-               for ch in out)
-
-
-def test_sizes_are_counted_as_github_counts_them() -> None:
-    assert github_length("abc") == 3 and github_length("😀") == 2
-    cut = truncate("line\n" * 30_000, 1000, "NOTE")
-    assert github_length(cut) <= 1000 and cut.endswith("NOTE")
-    assert truncate("short", 1000, "NOTE") == "short"
-    assert code("a`b") == "``a`b``" and code("`x") == "`` `x ``"
-
 
 # -- bodies ----------------------------------------------------------------------------------
 

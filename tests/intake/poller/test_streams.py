@@ -1,4 +1,4 @@
-"""The poller's pure rules: what is new in a listing, which action it stands for, pacing."""
+"""The poller's pure rules: what is new in a listing and which action it stands for."""
 
 from __future__ import annotations
 
@@ -6,11 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from service.github.installations import Repository
 from service.github.payload import PayloadError, github_time
 from service.github.pulls import PullRequest, parse_listed_pull
-from service.github.ratelimit import RateLimit
-from service.intake.poller.pacing import PacingPolicy, estimate_cost, hold_until, next_poll
 from service.intake.poller.streams import (
     Boundary,
     CommentSighting,
@@ -25,7 +22,6 @@ from service.intake.poller.streams import (
     pulls_endpoint,
     since_param,
 )
-from service.intake.poller.targets import Discovery, Target, missing_from, select_targets
 
 W = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # the watermark
 BEFORE, AFTER = W - timedelta(seconds=5), W + timedelta(seconds=5)
@@ -172,51 +168,6 @@ def test_pull_memory_forgets_the_least_recently_seen_first() -> None:
         PullMemory(max_entries=0)
 
 
-# -- pacing -------------------------------------------------------------------------------------
-
-
-def limit(remaining: int, reset_in: float, total: int = 5000) -> RateLimit:
-    return RateLimit(limit=total, remaining=remaining, used=total - remaining,
-                     reset=W + timedelta(seconds=reset_in), resource="core")
-
-
-INTERVAL = timedelta(seconds=300)
-POLICY = PacingPolicy()
-
-
-def test_a_healthy_budget_polls_at_the_interval() -> None:
-    pace = next_poll(limit(4000, 3000), 30, INTERVAL, W, POLICY)
-    assert (pace.next_at, pace.reason) == (W + INTERVAL, "interval")
-    assert next_poll(None, 30, INTERVAL, W, POLICY).next_at == W + INTERVAL
-    assert next_poll(limit(0, -1), 30, INTERVAL, W, POLICY).next_at == W + INTERVAL
-
-
-def test_a_low_budget_spreads_what_is_left_until_the_reset() -> None:
-    # 1,300 left, 1,000 reserved: 300 spendable at 100 a poll = 3 polls in 3,000 s.
-    pace = next_poll(limit(1300, 3000), 100, INTERVAL, W, POLICY)
-    assert (pace.next_at, pace.reason) == (W + timedelta(seconds=1000), "stretched")
-
-
-def test_a_budget_inside_the_reserve_waits_for_the_reset() -> None:
-    pace = next_poll(limit(1050, 2400), 100, INTERVAL, W, POLICY)
-    assert (pace.next_at, pace.reason) == (W + timedelta(seconds=2400), "until_reset")
-    assert next_poll(limit(10, 60), 1, INTERVAL, W, POLICY).next_at == W + INTERVAL
-    assert hold_until(limit(1050, 2400), 100, W, POLICY) == W + timedelta(seconds=2400)
-    assert hold_until(limit(1200, 2400), 100, W, POLICY) is None
-    assert hold_until(limit(10, -5), 100, W, POLICY) is None  # the window already reset
-    assert hold_until(None, 100, W, POLICY) is None
-
-
-def test_cost_estimate_and_policy_bounds() -> None:
-    assert estimate_cost(None, 0) == 1
-    assert estimate_cost(0, 12) == 12
-    assert estimate_cost(40, 12) == 40
-    with pytest.raises(ValueError):
-        PacingPolicy(reserve_fraction=1.0)
-    with pytest.raises(ValueError):
-        next_poll(None, 1, timedelta(0), W, POLICY)
-
-
 def test_parse_comment_needs_an_id_and_both_times() -> None:
     obj = {"id": 7, "created_at": "2026-03-02T08:59:00Z", "updated_at": "2026-03-02T09:00:00Z"}
     item = parse_comment(obj, "review")
@@ -226,32 +177,3 @@ def test_parse_comment_needs_an_id_and_both_times() -> None:
                    "not an object"):
         with pytest.raises(PayloadError):
             parse_comment(broken, "issue")
-
-
-# -- targets --------------------------------------------------------------------------------
-
-
-def repo(full_name: str, archived: bool = False) -> Repository:
-    return Repository(id=abs(hash(full_name)) % 10_000, full_name=full_name, private=True,
-                      archived=archived)
-
-
-def test_targets_follow_the_listing_and_the_allowlist() -> None:
-    found = Discovery(installations={1, 2}, repositories={
-        1: [repo("Acme/Widgets"), repo("acme/old", archived=True)], 2: [repo("beta/tools")]})
-    assert select_targets(found, (), []) == [Target(1, "Acme/Widgets"), Target(2, "beta/tools")]
-    assert select_targets(found, ("acme/widgets",), []) == [Target(1, "Acme/Widgets")]
-    assert missing_from([Target(1, "Acme/Widgets")], ("acme/widgets", "acme/nope")) == [
-        "acme/nope"]
-
-
-def test_a_failed_listing_keeps_its_targets_and_a_gone_installation_loses_them() -> None:
-    previous = [Target(1, "acme/a"), Target(2, "beta/b"), Target(3, "gone/c")]
-    found = Discovery(installations={1, 2}, repositories={1: [repo("acme/a2")]},
-                      failures={"installation 2": "502"})
-    assert select_targets(found, (), previous) == [Target(1, "acme/a2"), Target(2, "beta/b")]
-    suspended = Discovery(installations={1, 2}, suspended={2}, repositories={1: []})
-    assert select_targets(suspended, (), previous) == []
-    nothing = Discovery(failures={"installations": "401"})
-    assert select_targets(nothing, (), previous) == sorted(previous)
-    assert not nothing.complete
