@@ -1,9 +1,46 @@
 """Config documents the config tests start from: the least a valid file says, and a file
-that sets every key."""
+that sets every key; and the directory beside them that holds the App's key and webhook
+secret as files (the ``secrets_dir`` fixture, keys generated at run time)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+__all__ = ["ADMIN_TOKEN", "PREVIOUS_SECRET", "WEBHOOK_SECRET", "full", "minimal", "pem",
+           "rsa_pem", "secrets_dir"]
+
+WEBHOOK_SECRET = "whsec-current-3f9a1c"
+PREVIOUS_SECRET = "whsec-previous-77b2e0"
+ADMIN_TOKEN = "admin-token-5d8e61c0"
+
+
+def pem(key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey, password: bytes = b"") -> str:
+    encryption: serialization.KeySerializationEncryption = (
+        serialization.BestAvailableEncryption(password)
+        if password
+        else serialization.NoEncryption()
+    )
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption
+    ).decode()
+
+
+@pytest.fixture(scope="module")
+def rsa_pem() -> str:
+    return pem(rsa.generate_private_key(public_exponent=65537, key_size=2048))
+
+
+@pytest.fixture
+def secrets_dir(tmp_path: Path, rsa_pem: str) -> Path:
+    """A config directory holding the App key and the webhook secret as files."""
+    (tmp_path / "app.pem").write_text(rsa_pem)
+    (tmp_path / "webhook").write_text(WEBHOOK_SECRET + "\n")
+    return tmp_path
 
 
 def minimal() -> dict[str, Any]:

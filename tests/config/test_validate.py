@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 import yaml
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from service.config.describe import describe_config
@@ -33,36 +32,18 @@ from service.config.schema import (
 from service.config.secret import Secret
 from service.config.strict_yaml import load_config
 from service.config.validate import parse_config
-from tests.config_documents import full, minimal
+from tests.config_documents import (
+    ADMIN_TOKEN,
+    PREVIOUS_SECRET,
+    WEBHOOK_SECRET,
+    full,
+    minimal,
+    pem,
+    rsa_pem,
+    secrets_dir,
+)
 
-WEBHOOK_SECRET = "whsec-current-3f9a1c"
-PREVIOUS_SECRET = "whsec-previous-77b2e0"
-ADMIN_TOKEN = "admin-token-5d8e61c0"
-
-
-def _pem(key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey, password: bytes = b"") -> str:
-    encryption: serialization.KeySerializationEncryption = (
-        serialization.BestAvailableEncryption(password)
-        if password
-        else serialization.NoEncryption()
-    )
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption
-    ).decode()
-
-
-@pytest.fixture(scope="module")
-def rsa_pem() -> str:
-    return _pem(rsa.generate_private_key(public_exponent=65537, key_size=2048))
-
-
-@pytest.fixture
-def secrets_dir(tmp_path: Path, rsa_pem: str) -> Path:
-    """A config directory holding the App key and the webhook secret as files."""
-    (tmp_path / "app.pem").write_text(rsa_pem)
-    (tmp_path / "webhook").write_text(WEBHOOK_SECRET + "\n")
-    return tmp_path
-
+__all__ = ["rsa_pem", "secrets_dir"]  # fixtures
 
 def problems_of(data: object, base_dir: Path, environ: dict[str, str] | None = None) -> list[str]:
     with pytest.raises(ConfigError) as caught:
@@ -381,7 +362,7 @@ def test_private_key_that_is_not_a_pem_key(secrets_dir: Path, content: str, why:
 
 
 def test_private_key_that_is_not_rsa(secrets_dir: Path) -> None:
-    (secrets_dir / "app.pem").write_text(_pem(ec.generate_private_key(ec.SECP256R1())))
+    (secrets_dir / "app.pem").write_text(pem(ec.generate_private_key(ec.SECP256R1())))
     assert problems_of(minimal(), secrets_dir) == [
         f"github.private_key_file: {secrets_dir / 'app.pem'} is not an RSA key "
         "(GitHub Apps sign their JWTs with RS256)"
@@ -391,7 +372,7 @@ def test_private_key_that_is_not_rsa(secrets_dir: Path) -> None:
 def test_encrypted_private_key(tmp_path: Path) -> None:
     key = rsa.generate_private_key(public_exponent=65537, key_size=1024)
     data = with_key("github.private_key_file", None)
-    environ = {"GITHUB_APP_PRIVATE_KEY": _pem(key, password=b"hunter2")}
+    environ = {"GITHUB_APP_PRIVATE_KEY": pem(key, password=b"hunter2")}
     (tmp_path / "webhook").write_text(WEBHOOK_SECRET)
     assert problems_of(data, tmp_path, environ) == [
         "github.private_key_file: the environment variable GITHUB_APP_PRIVATE_KEY is encrypted "
@@ -803,36 +784,6 @@ def test_every_problem_is_reported_together(secrets_dir: Path) -> None:
         "retention, review, server, store, triggers, workers)",
     ]
     assert str(ConfigError(problems)) == "\n".join(problems)
-
-
-# --- describe_config ----------------------------------------------------------------------------
-
-
-def test_describe_shows_the_derived_limits(secrets_dir: Path) -> None:
-    lines = describe_config(parse_config(minimal(), {}, secrets_dir))
-    assert "github: app 123456 at https://api.github.com" in lines
-    assert f"store: SQLite file {secrets_dir / 'state.db'}" in lines
-    assert "budget: enabled; reviewer share 40%" in lines
-    assert "budget window session (5 h): 35200 tokens (40% of session_tokens 88000)" in lines
-    assert "budget window daily (24 h): 85714 tokens (40% of weekly_tokens 1500000, ÷ 7)" in lines
-    assert "budget window weekly (7 d): 600000 tokens (40% of weekly_tokens 1500000)" in lines
-    assert "budget max_run_tokens: 30000 reserved per run" in lines
-    assert "triggers: mention @claude; auto review on; on push off" in lines
-
-
-def test_describe_a_disabled_budget_and_rotation(secrets_dir: Path) -> None:
-    (secrets_dir / "webhook.old").write_text(PREVIOUS_SECRET)
-    (secrets_dir / "admin").write_text(ADMIN_TOKEN)
-    lines = describe_config(parse_config(full(), {}, secrets_dir))
-    assert "budget: DISABLED — a hard stop, nothing is admitted; reviewer share 25%" in lines
-    assert "budget window session (5 h): 25000 tokens (25% of session_tokens 100000)" in lines
-    assert "budget window daily (24 h): 71428 tokens (25% of weekly_tokens 2000000, ÷ 7)" in lines
-    assert "GET /budget: needs the admin token" in lines
-    assert "repositories: acme/widgets, acme/gadgets.js" in lines
-    assert any("(plus one previous, during a rotation)" in line for line in lines)
-    text = "\n".join(lines)
-    for secret in (WEBHOOK_SECRET, PREVIOUS_SECRET, ADMIN_TOKEN):
-        assert secret not in text
 
 
 def test_config_is_frozen(secrets_dir: Path) -> None:
