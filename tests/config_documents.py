@@ -11,8 +11,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-__all__ = ["ADMIN_TOKEN", "PREVIOUS_SECRET", "WEBHOOK_SECRET", "full", "minimal", "pem",
-           "rsa_pem", "secrets_dir"]
+__all__ = ["ADMIN_TOKEN", "PREVIOUS_SECRET", "REPOSITORY_FILE", "WEBHOOK_SECRET", "full",
+           "minimal", "pem", "rsa_pem", "secrets_dir"]
 
 WEBHOOK_SECRET = "whsec-current-3f9a1c"
 PREVIOUS_SECRET = "whsec-previous-77b2e0"
@@ -101,3 +101,19 @@ def full() -> dict[str, Any]:
             "reviewer_share_pct": 25,
         },
     }
+
+
+#: A repository's `.github/pr-review-agent.yml` that sets every key.
+REPOSITORY_FILE = """\
+auto_review: on
+on_push: true
+drafts: false
+excluded_paths: ["docs/generated/**", "*.snap"]
+guidelines: docs/review-guidelines.md
+instructions: Prefer small functions.
+min_severity: minor
+max_findings: 15
+checks:
+  fail_on: major
+language: pt-BR
+"""

@@ -5,35 +5,18 @@ the published JSON Schema and docs come from the same declarations, and
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
-import yaml
-from jsonschema import Draft202012Validator
 
 from service.cli.main import main
-from service.config.describe import repository_key_table
-from service.config.repository import json_schema
-from service.config.repository.keys import KEYS, MAX_FILE_BYTES, RepoSettings
+from service.config.repository.keys import MAX_FILE_BYTES, RepoSettings
 from service.config.repository.parse import parse_repository_file
+from tests.config_documents import REPOSITORY_FILE as GOOD
 from tests.kit.paths import CHECKOUT
 
 ROOT = CHECKOUT
 DOC = ROOT / "docs" / "REPOSITORY-CONFIG.md"
-GOOD = """\
-auto_review: on
-on_push: true
-drafts: false
-excluded_paths: ["docs/generated/**", "*.snap"]
-guidelines: docs/review-guidelines.md
-instructions: Prefer small functions.
-min_severity: minor
-max_findings: 15
-checks:
-  fail_on: major
-language: pt-BR
-"""
 
 
 def test_a_good_file_sets_exactly_its_keys() -> None:
@@ -93,27 +76,6 @@ def test_a_file_too_large_or_not_utf8_is_refused_whole() -> None:
                             .replace(",", " "),)
     assert parse_repository_file(b"drafts: \xff\n").problems == (
         "the file is not UTF-8 text (byte 8)",)
-
-
-def test_the_published_schema_is_the_declarations_and_accepts_the_docs_example() -> None:
-    assert (ROOT / "docs" / "pr-review-agent.schema.json").read_text() == json_schema.text()
-    validator = Draft202012Validator(json_schema.schema())
-    example = re.search(r"```yaml\n(.*?)```", DOC.read_text(), re.S)
-    assert example is not None
-    assert parse_repository_file(example.group(1)).ok
-    assert list(validator.iter_errors(yaml.safe_load(example.group(1)))) == []
-    assert list(validator.iter_errors(yaml.safe_load(GOOD))) == []
-    assert list(validator.iter_errors({"min_severty": "nit"}))  # unknown keys refused
-    assert list(validator.iter_errors({"checks": {"fail_on": "majr"}}))
-
-
-def test_the_docs_table_lists_every_declared_key_with_its_default() -> None:
-    doc = DOC.read_text()
-    for key in KEYS:
-        assert f"| `{key.name}` | {key.inherits} | {key.doc} |" in doc, key.name
-    assert repository_key_table() in doc
-    rows = re.findall(r"^\| `([\w.]+)` \|", doc, flags=re.M)
-    assert rows == [k.name for k in KEYS]
 
 
 def test_check_config_validates_a_repository_file(tmp_path: Path,
