@@ -426,7 +426,6 @@ _TESTED_ELSEWHERE = {
     "engine/base": "engine/test_claude_code.py, engine/test_anthropic.py",
     "engine/confine": "engine/test_sandbox.py",
     "engine/factory": "engine/test_anthropic.py, engine/test_openai_compatible.py",
-    "engine/landlock": "engine/test_sandbox.py, engine/test_real_claude.py",
     "engine/limits": "engine/test_stream_json.py",
     "engine/process": "engine/test_claude_code.py",
     "github/installations": "github/test_auth.py, github/test_integration.py",

@@ -15,7 +15,6 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -26,7 +25,6 @@ from service.engine.claude_code import (
     claude_argv,
 )
 from service.engine.confine import CANNOT_CONFINE, MARK, launcher_argv
-from service.engine.landlock import LandlockUnavailable, abi_version
 from service.engine.sandbox import (
     SYSTEM_READ,
     Sandbox,
@@ -34,24 +32,14 @@ from service.engine.sandbox import (
     install_roots,
     verify,
 )
+from tests.engine.confinement import LANDLOCK_ABI, host, needs_landlock
 from tests.fake_claude import Scenario
-
-try:
-    LANDLOCK_ABI: int | None = abi_version()
-except LandlockUnavailable:
-    LANDLOCK_ABI = None
-# CI and the development machines run Linux with Landlock; a machine without it is told
-# so instead of passing quietly.
-needs_landlock = pytest.mark.skipif(LANDLOCK_ABI is None,
-                                    reason="this kernel has no Landlock")
-
-PEM = "-----BEGIN RSA PRIVATE KEY-----\nTHE-APP-KEY-BYTES\n-----END RSA PRIVATE KEY-----\n"
-OAUTH = '{"claudeAiOauth": {"accessToken": "sk-ant-oat01-THE-SUBSCRIPTION"}}'
-
 
 # -- Wall one: the CLI's own permission rules ------------------------------------------
 
 _SCOPED = re.compile(r"^(?P<tool>[A-Za-z]+)\((?P<path>[^)]*)\)$")
+
+__all__ = ["host"]  # the fixture
 
 
 def unscoped_allow_rules(argv: list[str]) -> list[str]:
@@ -86,87 +74,6 @@ def test_argv_has_no_unscoped_allow_rule_and_no_add_dir() -> None:
 ])
 def test_the_checker_catches_every_kind_of_unscoped_rule(argv: list[str]) -> None:
     assert unscoped_allow_rules(argv)
-
-
-# -- Wall two: Landlock ----------------------------------------------------------------
-
-
-def run_confined(tmp_path: Path, policy: dict[str, Any],
-                 code: str) -> subprocess.CompletedProcess[str]:
-    """``code`` run by Python through the launcher, confined by ``policy``."""
-    policy = {"read": [*SYSTEM_READ, *install_roots(sys.executable, os.environ.get("PATH")),
-                       *policy.get("read", [])],
-              "write": ["/dev/null", *policy.get("write", [])]}
-    return subprocess.run(
-        [*launcher_argv(policy), "--", sys.executable, "-I", "-c", code],
-        capture_output=True, text=True, check=False, cwd=tmp_path, timeout=60)
-
-
-@pytest.fixture
-def host(tmp_path: Path) -> dict[str, Path]:
-    """A service's files beside a worktree: the key, the config, the store, ~/.claude."""
-    service = tmp_path / "service"
-    (service / "secrets").mkdir(parents=True)
-    key = service / "secrets" / "app.pem"
-    key.write_text(PEM)
-    config = service / "config.yaml"
-    config.write_text("github:\n  private_key_file: secrets/app.pem\n")
-    store = service / "state.db"
-    store.write_bytes(b"SQLite format 3\x00")
-    credentials = tmp_path / "service-home" / ".claude" / ".credentials.json"
-    credentials.parent.mkdir(parents=True)
-    credentials.write_text(OAUTH)
-    worktree = service / "checkouts" / "worktrees" / "1-abc"
-    (worktree / "src").mkdir(parents=True)
-    (worktree / "src" / "app.py").write_text("print('inside')\n")
-    os.symlink(key, worktree / "innocent.txt")  # a real link, as with symlinks on
-    return {"key": key, "config": config, "store": store, "credentials": credentials,
-            "worktree": worktree, "secrets": key.parent, "service": service}
-
-
-@needs_landlock
-def test_launcher_confines_reads_to_what_the_policy_opens(
-        tmp_path: Path, host: dict[str, Path]) -> None:
-    probe = (
-        "import os, json, sys\n"
-        "out = {}\n"
-        "for p in sys.argv[1:]:\n"
-        "    try:\n"
-        "        out[p] = open(p).read() if not os.path.isdir(p) else os.listdir(p)\n"
-        "    except OSError as e:\n"
-        "        out[p] = e.errno\n"
-        "print(json.dumps(out))\n"
-    )
-    wt = host["worktree"]
-    paths = [str(wt / "src" / "app.py"), str(host["key"]), str(wt / "../../../secrets/app.pem"),
-             str(wt / "innocent.txt"), str(host["config"]), str(host["store"]),
-             str(host["credentials"]), str(host["secrets"]), str(host["service"])]
-    code = probe.replace("sys.argv[1:]", repr(paths))
-    done = run_confined(tmp_path, {"read": [str(wt)]}, code)
-    assert done.returncode == 0, done.stderr
-    seen = json.loads(done.stdout)
-    assert seen.pop(str(wt / "src" / "app.py")) == "print('inside')\n"
-    assert set(seen.values()) == {13}, seen  # EACCES for every one of the others
-
-
-@needs_landlock
-def test_launcher_keeps_the_service_process_environment_out_of_reach(tmp_path: Path) -> None:
-    # The service (this test process) is the launcher's ancestor; /proc is readable, but
-    # Landlock does not let a confined process read an unconfined one's environment.
-    code = (f"import sys\ntry:\n    open('/proc/{os.getpid()}/environ','rb').read()\n"
-            "    print('read')\nexcept OSError as e:\n    print(e.errno)\n")
-    done = run_confined(tmp_path, {}, code)
-    assert done.stdout.strip() == "13", done.stderr
-
-
-def test_launcher_that_cannot_confine_runs_nothing(tmp_path: Path) -> None:
-    # A policy naming a path it may not open as a rule makes landlock_add_rule fail or the
-    # process refuse; either way the command must not run. A malformed policy is refused.
-    done = subprocess.run(
-        [*launcher_argv({"read": "not-a-list"}), "--", "touch", str(tmp_path / "ran")],
-        capture_output=True, text=True, check=False, timeout=60)
-    assert done.returncode == 2 and done.stderr.startswith(MARK)
-    assert not (tmp_path / "ran").exists()
 
 
 # -- Through the engine: a pull request telling the model to read the host ----------------
@@ -329,7 +236,6 @@ def test_homes_left_by_a_dead_process_are_swept(tmp_path: Path) -> None:
     other.mkdir()
     assert sandbox.sweep_homes() == [left]
     assert mine.exists() and other.exists()
-
 
 
 # -- The HTTP engines' inputs: nothing from outside the commit ---------------------------
