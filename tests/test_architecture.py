@@ -414,7 +414,6 @@ _TESTED_ELSEWHERE = {
     "app/services": "app/test_daemon.py, faults/, e2e/",
     "app/setup/page": "app/setup/test_registrar.py",
     "app/setup/run": "app/test_first_run.py",
-    "app/status_view": "app/test_status_page.py",
     "app/web": "intake/webhook/test_end_to_end.py, observe/test_logs.py",
     "budget/report": "budget/test_installations.py",
     "budget/snapshot": "budget/test_governor.py, app/test_status_page.py",
