@@ -14,7 +14,6 @@ from service.engine.base import EngineRequest, EngineResult, Finding
 from service.model.fingerprint import fingerprint, pointed_at
 from service.publish import compose
 from service.publish.memory import posted, repeated_line, without_repeats
-from service.publish.run_content import encode_findings, parse_findings
 from tests.bench import bench_repeats
 from tests.publisher_rig import (
     ANCHORED,
@@ -31,15 +30,6 @@ CODE = "def load(path):\n    data = open(path).read()\n    return parse(data)\n"
 
 
 # -- the fingerprint (pure) ------------------------------------------------------------------
-
-
-
-def test_the_fingerprint_is_stored_with_the_run() -> None:
-    marked = replace(ANCHORED, fingerprint="f" * 32)
-    (back,) = parse_findings(encode_findings([marked]))
-    assert back.fingerprint == "f" * 32 and back == ANCHORED  # not part of equality
-    (plain,) = parse_findings(encode_findings([ANCHORED]))
-    assert plain.fingerprint is None
 
 
 # -- what a review does not repeat (pure) ------------------------------------------------------
