@@ -443,15 +443,18 @@ def test_every_module_has_its_own_test_file() -> None:
     """``service/<package>/<module>.py`` is tested in ``tests/<package>/test_<module>.py``
     (or ``test_<module>_<aspect>.py`` when one file would be too long), so that a reader
     finds a module's tests where its name says."""
-    tests = {path.relative_to(ROOT / "tests") for path in (ROOT / "tests").rglob("test_*.py")}
+    modules = [path.relative_to(SERVICE).with_suffix("") for path in sorted(
+        SERVICE.rglob("*.py")) if path.name not in ("__init__.py", "__main__.py")]
+    owner: dict[Path, Path] = {}  # each test file belongs to the longest module name it has
+    for test in (path.relative_to(ROOT / "tests") for path in (ROOT / "tests").rglob(
+            "test_*.py")):
+        names = [m for m in modules if m.parent == test.parent and (
+            test.stem == f"test_{m.name}" or test.stem.startswith(f"test_{m.name}_"))]
+        if names:
+            owner[test] = max(names, key=lambda m: len(m.name))
     without, named = [], []
-    for path in sorted(SERVICE.rglob("*.py")):
-        if path.name in ("__init__.py", "__main__.py"):
-            continue
-        module = path.relative_to(SERVICE).with_suffix("")
-        has_file = any(t.parent == module.parent and (t.stem == f"test_{module.name}" or
-                                                     t.stem.startswith(f"test_{module.name}_"))
-                       for t in tests)
+    for module in modules:
+        has_file = module in owner.values()
         key = str(module)
         if has_file and key in _TESTED_ELSEWHERE:
             named.append(key)

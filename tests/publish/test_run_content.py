@@ -27,7 +27,6 @@ from service.publish.run_content import (
 from tests.publisher_rig import (
     ANCHORED,
     UNANCHORED,
-    publisher_rig,  # noqa: F401 - the `rig` fixture
 )
 
 

@@ -12,14 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from service.config.repository.keys import RepoSettings
 from service.engine.base import EngineRequest, EngineResult
 from service.publish.run import RecordedRun
 from service.review.checkout import GitRunner, auth_header
 from service.review.estimate import Estimator
 from service.review.installations import Installations
 from service.review.job import JobRunner
-from service.review.repository import GUIDELINE_PATHS, RepositoryReview, for_repository
 from tests.simulator import open_pull, push_to_pull
 from tests.worker_helpers import (
     OWNER,
@@ -30,12 +28,10 @@ from tests.worker_helpers import (
     close_sim,
     contains_bytes,
     files_under,
-    job_config,
     worker_sim,
 )
 
 __all__ = ["worker_sim"]  # the ``sim`` fixture
-
 
 
 def _reactions(sim: Sim, number: int) -> list[str]:
@@ -484,21 +480,6 @@ async def test_the_engine_is_asked_within_the_operators_config(sim: Sim) -> None
     [request] = sim.engine.requests
     assert (request.max_turns, request.wall_clock_seconds) == (7, 99.0)
     assert list(request.changed_paths) == ["src/app.py"]
-
-
-def test_a_repositorys_file_adds_to_the_operators_exclusions_and_names_its_guidelines(
-        ) -> None:
-    config = job_config()
-    config = replace(config, review=replace(config.review, excluded_paths=("*.lock",)))
-    reading = for_repository(config, RepoSettings(
-        excluded_paths=("*.lock", "docs/**"), guidelines="docs/REVIEWING.md",
-        instructions="Be brief.", language="de"))
-    assert reading == RepositoryReview(
-        excluded_paths=("*.lock", "docs/**"), guideline_paths=("docs/REVIEWING.md",),
-        instructions="Be brief.", language="de")
-    assert for_repository(config, RepoSettings()) == RepositoryReview(
-        excluded_paths=("*.lock",), guideline_paths=GUIDELINE_PATHS)
-
 
 
 @pytest.mark.anyio
