@@ -11,8 +11,11 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+from service.config.errors import ConfigError
+from service.config.validate import parse_config
+
 __all__ = ["ADMIN_TOKEN", "PREVIOUS_SECRET", "REPOSITORY_FILE", "WEBHOOK_SECRET", "full",
-           "minimal", "pem", "rsa_pem", "secrets_dir"]
+           "minimal", "pem", "problems_of", "rsa_pem", "secrets_dir", "with_key"]
 
 WEBHOOK_SECRET = "whsec-current-3f9a1c"
 PREVIOUS_SECRET = "whsec-previous-77b2e0"
@@ -101,6 +104,23 @@ def full() -> dict[str, Any]:
             "reviewer_share_pct": 25,
         },
     }
+
+
+def problems_of(data: object, base_dir: Path, environ: dict[str, str] | None = None) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(data, environ or {}, base_dir)
+    return caught.value.problems
+
+
+def with_key(path: str, value: object) -> dict[str, Any]:
+    """The minimal config with ``path`` (dotted) set to ``value``."""
+    data = minimal()
+    *parents, last = path.split(".")
+    node = data
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value
+    return data
 
 
 #: A repository's `.github/pr-review-agent.yml` that sets every key.

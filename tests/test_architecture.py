@@ -420,8 +420,6 @@ _TESTED_ELSEWHERE = {
     "cli/local_review": "e2e/test_serve_operator.py, engine/test_sandbox.py",
     "cli/main": "cli/test_check_config.py, test_setup_docs.py",
     "cli/operator_commands": "e2e/test_serve_operator.py",
-    "config/schema": "config/test_declare.py, config/test_budget_keys.py",
-    "config/secrets": "config/test_validate.py, app/setup/test_registration_needed.py",
     "engine/base": "engine/test_claude_code.py, engine/test_anthropic.py",
     "engine/confine": "engine/test_sandbox.py",
     "engine/factory": "engine/test_anthropic.py, engine/test_openai_compatible.py",
