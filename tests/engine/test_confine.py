@@ -1,5 +1,6 @@
-"""The second wall: Landlock confines what the engine's process may read and write, proven
-by running Python under it."""
+"""The engine's launcher, the second wall: it confines itself with Landlock to what the
+policy opens and then becomes the engine, proven by running Python under it; a launch it
+cannot understand runs nothing."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from service.engine.confine import MARK, launcher_argv
+import pytest
+
+from service.engine.confine import MARK, launcher_argv, main
 from service.engine.sandbox import (
     SYSTEM_READ,
     install_roots,
 )
 from tests.engine.confinement import host, needs_landlock
+from tests.kit.paths import CHECKOUT
 
 __all__ = ["host"]  # the fixture
 
@@ -74,3 +78,25 @@ def test_launcher_that_cannot_confine_runs_nothing(tmp_path: Path) -> None:
         capture_output=True, text=True, check=False, timeout=60)
     assert done.returncode == 2 and done.stderr.startswith(MARK)
     assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    ([], "usage: confine POLICY -- COMMAND"),
+    (["{not json"], "bad policy"),
+    (['["read"]'], "bad policy: the policy must be a JSON object"),
+    (['{"read": []}'], "nothing to run"),
+    (['{"read": []}', "--"], "nothing to run"),
+])
+def test_a_launch_that_cannot_be_understood_confines_and_runs_nothing(
+        argv: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Refused before anything is restricted (so safe to call in this process): exit 2."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(MARK) and said in err
+
+
+def test_the_launcher_runs_isolated_with_only_the_services_own_directory() -> None:
+    argv = launcher_argv({"read": ["/usr"], "write": []})
+    assert argv[:3] == [sys.executable, "-I", "-c"]
+    assert json.loads(argv[-1]) == {"read": ["/usr"], "write": []}
+    assert Path(argv[-2]) == CHECKOUT  # the directory whose service/ package it imports
