@@ -432,7 +432,6 @@ _TESTED_ELSEWHERE = {
     "publish/publication": "publish/test_github.py, review/test_job_publication.py",
     "publish/records": "publish/test_github.py",
     "publish/run": "review/test_job.py",
-    "review/installations": "review/test_repository_config.py",
     "review/prepare": "review/test_job.py",
 }
 
