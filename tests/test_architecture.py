@@ -415,8 +415,6 @@ _TESTED_ELSEWHERE = {
     "app/setup/page": "app/setup/test_registrar.py",
     "app/setup/run": "app/test_first_run.py",
     "app/web": "intake/webhook/test_end_to_end.py, observe/test_logs.py",
-    "budget/report": "budget/test_installations.py",
-    "budget/snapshot": "budget/test_governor.py, app/test_status_page.py",
     "cli/local_review": "e2e/test_serve_operator.py, engine/test_sandbox.py",
     "cli/main": "cli/test_check_config.py, test_setup_docs.py",
     "cli/operator_commands": "e2e/test_serve_operator.py",
