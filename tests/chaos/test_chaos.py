@@ -21,6 +21,14 @@ from psycopg.conninfo import make_conninfo
 from tests.chaos.driver import ChaosResult, ChaosSettings, describe, run_chaos
 from tests.chaos.rig import RigSettings
 from tests.databases import as_url, private_cluster
+from tests.kit.thorough import THOROUGH
+
+#: Triggers per run: CI's full number (``tests/kit/thorough.py``), three fifths on a
+#: developer's machine. The phases are timed, not counted (triggers arrive over 20 s,
+#: kills fall for 26 s), so a smaller run has the same kills, both ingest paths and a
+#: window that must bind (``tight_session`` is sized from the count): what is asserted
+#: holds either way, and the run costs the machine less.
+ONE_HOST, TWO_HOSTS = (50, 40) if THOROUGH else (30, 24)
 
 
 def assert_nothing_lost_twice_or_breached(result: ChaosResult, triggers: int) -> None:
@@ -50,8 +58,8 @@ def assert_nothing_lost_twice_or_breached(result: ChaosResult, triggers: int) ->
 
 @pytest.mark.slow(90)
 def test_nothing_lost_nothing_twice_no_window_breached_under_sigkill(tmp_path: Path) -> None:
-    result = run_chaos(tmp_path / "chaos", ChaosSettings(triggers=50))
-    assert_nothing_lost_twice_or_breached(result, 50)
+    result = run_chaos(tmp_path / "chaos", ChaosSettings(triggers=ONE_HOST))
+    assert_nothing_lost_twice_or_breached(result, ONE_HOST)
 
 
 @pytest.mark.slow(70)
@@ -64,9 +72,10 @@ def test_two_hosts_on_postgresql_under_sigkill_and_a_database_restart(tmp_path: 
             admin.execute("CREATE DATABASE chaos TEMPLATE template0 ENCODING 'UTF8'")
         url, password = as_url(make_conninfo(cluster.conninfo, dbname="chaos"))
         result = run_chaos(tmp_path / "chaos", ChaosSettings(
-            triggers=40, database_restarts=(6.0, 14.0), restart_database=cluster.restart,
+            triggers=TWO_HOSTS, database_restarts=(6.0, 14.0),
+            restart_database=cluster.restart,
             rig=RigSettings(hosts=2, store_url=url, store_password=password)))
-    assert_nothing_lost_twice_or_breached(result, 40)
+    assert_nothing_lost_twice_or_breached(result, TWO_HOSTS)
     assert result.database_restarts == 2, describe(result)
     # Nothing crashed for want of its database: every exit was a kill.
     assert result.crashes == [], describe(result)
