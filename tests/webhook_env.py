@@ -28,7 +28,7 @@ from service.observe.health import Health
 from service.storage.agent_comments import AgentComments
 from service.storage.database import Database
 from service.storage.postgres import PostgresStore
-from tests.databases import throwaway_database
+from tests.databases import migrated_database
 from tests.kit.queue import QueueDriver
 from tests.kit.stores import new_sqlite_store
 from tests.kit.waiting import wait_for_async
@@ -130,7 +130,7 @@ async def open_env(tmp_path: Path, *, busy_timeout: float = 5.0,
         if backend == "sqlite":
             store = new_sqlite_store(config.store.path, busy_timeout=busy_timeout)
         else:
-            conninfo = stack.enter_context(throwaway_database())
+            conninfo = stack.enter_context(migrated_database())
             store = PostgresStore(conninfo, lock_timeout=busy_timeout)
         yield await stack.enter_async_context(_env(config, store, callback, entry))
 

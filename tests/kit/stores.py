@@ -1,9 +1,10 @@
 """The one store builder of the tests: a fresh store at this code's schema on either
 backend, copied from a migrated template instead of replaying every migration.
 
-- ``open_database(backend, tmp_path)``: the SQLite file or a throwaway PostgreSQL
-  database (``CREATE DATABASE … TEMPLATE``, ``tests/databases.py``), closed (and dropped)
-  afterwards; the ``database`` fixture runs a test on each of ``BACKENDS``.
+- ``open_database(backend, tmp_path)``: the SQLite file, or a PostgreSQL database copied
+  from the template once per test process and reset to its state between tests
+  (``tests/databases.py``'s ``migrated_database``); the ``database`` fixture runs a test
+  on each of ``BACKENDS``.
 - ``new_sqlite_store(path)``: a ``SqliteStore`` on a new file at ``path``, a copy of the
   template; a test that opens the file again (a second process's handle) uses
   ``SqliteStore(path)`` itself.
@@ -23,7 +24,7 @@ from typing import Any
 from service.storage.database import Database
 from service.storage.postgres import PostgresStore
 from service.storage.sqlite import SqliteStore
-from tests.databases import throwaway_database
+from tests.databases import migrated_database
 
 __all__ = ["BACKENDS", "migrated_sqlite_file", "new_sqlite_store", "open_database"]
 
@@ -56,7 +57,7 @@ def open_database(backend: str, tmp_path: Path) -> Iterator[Database]:
         with SqliteStore(migrated_sqlite_file(tmp_path / "state.db")) as store:
             yield store
         return
-    with throwaway_database(migrated=True) as conninfo, PostgresStore(conninfo) as pg:
+    with migrated_database() as conninfo, PostgresStore(conninfo) as pg:
         yield pg
 
 
