@@ -29,6 +29,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from service.runtime.pids import alive
 from service.storage.pg_schema import PG_MIGRATIONS
 from service.storage.postgres import PostgresStore
 
@@ -115,7 +116,7 @@ def _new_pooled() -> str:
             for (old,) in admin.execute("SELECT datname FROM pg_database WHERE datname LIKE %s",
                                         (_POOLED_PREFIX + "%",)).fetchall():
                 pid = old[len(_POOLED_PREFIX):].split("_")[0]
-                if pid.isdigit() and not _alive(int(pid)):
+                if pid.isdigit() and not alive(int(pid)):
                     admin.execute(f'DROP DATABASE IF EXISTS "{old}" WITH (FORCE)')
         admin.execute(
             f'CREATE DATABASE "{name}" TEMPLATE "{_pg_template()}" ENCODING \'UTF8\'')
@@ -157,16 +158,6 @@ def _drop_made() -> None:
     for name in list(_made):
         _drop(name)
     _free.clear()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 _TEMPLATE_PREFIX = "prra_template_"

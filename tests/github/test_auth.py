@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
@@ -32,13 +32,12 @@ from service.github.installations import (
     list_installation_repositories,
     list_installations,
 )
+from tests.github.client_kit import T0, FakeClock, FakeSleep
 
-T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 APP_ID = 4242
 BASE = "https://api.github.com"
 # The 2026 token format: ~520 characters, dots included. Nothing may assume 40 chars.
 LONG_TOKEN = "ghs_4242_" + "eyJ" + "a" * 200 + "." + "b" * 200 + "." + "c" * 100
-
 
 
 @pytest.fixture(scope="module")
@@ -53,25 +52,6 @@ def pem(rsa_key: rsa.RSAPrivateKey) -> str:
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     ).decode()
-
-
-class FakeClock:
-    def __init__(self, now: datetime = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-class FakeSleep:
-    def __init__(self, clock: FakeClock) -> None:
-        self.clock = clock
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
-        self.clock.now += timedelta(seconds=seconds)
-        await asyncio.sleep(0)
 
 
 def _claims(token: str, rsa_key: rsa.RSAPrivateKey) -> dict[str, Any]:

@@ -25,14 +25,11 @@ from service.github.errors import (
 from service.github.urls import api_url, is_under_base, normalize_api_base, parse_link_header
 from service.github.webhooks import SignatureError, check_signature, sign
 from service.model.etags import ETagStore
-from tests.github.client_kit import (  # noqa: F401 - the fixtures
+from tests.github.client_kit import (
     BASE,
-    EPOCH0,
     SECONDARY,
-    T0,
     FakeClock,
     FakeSleep,
-    FakeTokens,
     Script,
     clock,
     err,

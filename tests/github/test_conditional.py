@@ -16,20 +16,15 @@ from service.github.conditional import (
     token_fingerprint,
 )
 from service.model.etags import ETagStore, resource_of
-from tests.github.client_kit import (  # noqa: F401 - the fixtures
+from tests.github.client_kit import (
     BASE,
-    EPOCH0,
-    SECONDARY,
-    T0,
     FakeClock,
     FakeSleep,
     FakeTokens,
     Script,
     clock,
     err,
-    limit_headers,
     make_client,
-    ok,
     sleep,
 )
 

@@ -18,14 +18,11 @@ from service.github.ratelimit import (
     parse_retry_after,
     rate_limit_wait,
 )
-from tests.github.client_kit import (  # noqa: F401 - the fixtures
-    BASE,
-    EPOCH0,
+from tests.github.client_kit import (
     SECONDARY,
     T0,
     FakeClock,
     FakeSleep,
-    FakeTokens,
     Script,
     clock,
     err,

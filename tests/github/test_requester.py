@@ -16,18 +16,12 @@ from service.github.errors import (
 from service.github.ratelimit import (
     RetryPolicy,
 )
-from tests.github.client_kit import (  # noqa: F401 - the fixtures
-    BASE,
-    EPOCH0,
-    SECONDARY,
-    T0,
+from tests.github.client_kit import (
     FakeClock,
     FakeSleep,
-    FakeTokens,
     Script,
     clock,
     err,
-    limit_headers,
     make_client,
     ok,
     sleep,
