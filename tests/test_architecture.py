@@ -420,7 +420,6 @@ _TESTED_ELSEWHERE = {
     "cli/operator_commands": "e2e/test_serve_operator.py",
     "engine/base": "engine/test_claude_code.py, engine/test_anthropic.py",
     "engine/landlock": "engine/test_confine.py (the launcher confining itself with it)",
-    "engine/factory": "engine/test_anthropic.py, engine/test_openai_compatible.py",
     "engine/process": "engine/test_claude_code.py",
     "github/installations": "github/test_auth.py, github/test_integration.py",
     "publish/checks/marks": "publish/checks/test_outcome.py, review/test_settle.py",
