@@ -427,7 +427,6 @@ _TESTED_ELSEWHERE = {
     "publish/checks/text": "publish/checks/test_outcome.py",
     "publish/lookup": "publish/test_github.py",
     "publish/publication": "publish/test_github.py, review/test_job_publication.py",
-    "publish/records": "publish/test_github.py",
     "publish/run": "review/test_job.py",
     "review/prepare": "review/test_job.py",
 }
