@@ -426,7 +426,6 @@ _TESTED_ELSEWHERE = {
     "publish/checks/push": "publish/checks/test_loop.py",
     "publish/checks/text": "publish/checks/test_outcome.py",
     "publish/lookup": "publish/test_github.py",
-    "publish/publication": "publish/test_github.py, review/test_job_publication.py",
     "publish/run": "review/test_job.py",
     "review/prepare": "review/test_job.py",
 }
