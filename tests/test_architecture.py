@@ -425,7 +425,6 @@ _TESTED_ELSEWHERE = {
     "publish/checks/marks": "publish/checks/test_outcome.py, review/test_settle.py",
     "publish/checks/push": "publish/checks/test_loop.py",
     "publish/checks/text": "publish/checks/test_outcome.py",
-    "publish/lookup": "publish/test_github.py",
     "publish/run": "review/test_job.py",
     "review/prepare": "review/test_job.py",
 }
