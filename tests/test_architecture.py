@@ -422,7 +422,6 @@ _TESTED_ELSEWHERE = {
     "engine/landlock": "engine/test_confine.py (the launcher confining itself with it)",
     "engine/process": "engine/test_claude_code.py",
     "github/installations": "github/test_auth.py, github/test_integration.py",
-    "publish/checks/marks": "publish/checks/test_outcome.py, review/test_settle.py",
     "publish/checks/push": "publish/checks/test_loop.py",
     "publish/checks/text": "publish/checks/test_outcome.py",
     "publish/run": "review/test_job.py",
