@@ -423,7 +423,6 @@ _TESTED_ELSEWHERE = {
     "engine/process": "engine/test_claude_code.py",
     "github/installations": "github/test_auth.py, github/test_integration.py",
     "publish/checks/push": "publish/checks/test_loop.py",
-    "publish/checks/text": "publish/checks/test_outcome.py",
     "publish/run": "review/test_job.py",
     "review/prepare": "review/test_job.py",
 }
