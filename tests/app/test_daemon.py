@@ -8,7 +8,6 @@ import signal
 import socket
 import sqlite3
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +18,8 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from service.app.daemon import AVAILABLE_ROLES, listen, run
-from service.app.identity import UNKNOWN_SLUG, AppIdentity
 from service.cli.main import main
 from service.config.strict_yaml import load_config
-from service.github.client import GitHubClient
-from service.intake.rules.classify import classify_event
-from service.observe.health import Health
-from service.storage.sqlite import SqliteStore
 from tests import payloads as p
 from tests.databases import as_url, private_cluster, throwaway_database
 from tests.kit.paths import CHECKOUT
@@ -37,8 +31,6 @@ from tests.simulator.harness import Harness
 from tests.webhook_env import PREVIOUS_SECRET, SECRET, write_config
 
 ROOT = CHECKOUT
-
-
 
 
 def wait_for_auth_report(serve: ServeProcess) -> dict[str, Any]:
@@ -151,37 +143,6 @@ async def test_run_learns_the_slug_from_github_and_stops_when_asked(tmp_path: Pa
 
 
 @pytest.mark.anyio
-async def test_without_github_the_app_is_still_recognised_by_id_and_bot_type(
-        tmp_path: Path) -> None:
-    config = load_config(write_config(tmp_path), {})
-
-    def refuse(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("connection refused", request=request)
-
-    with SqliteStore(config.store.path) as store:
-        health = Health(store)
-        identity = AppIdentity(config, store)
-        async with GitHubClient(config.github.api_url, app_jwt=lambda: "jwt",
-                                clock=p_now, transport=httpx.MockTransport(refuse),
-                                sleep=no_sleep) as github:
-            assert await identity.resolve(github, health, p_now) is False
-
-        context = identity.context()
-        assert context.app_slug == UNKNOWN_SLUG and identity.slug is None
-        assert health.report(p_now())["checks"]["github_auth"]["status"] == "degraded"  # type: ignore[index]
-        by_bot = p.issue_comment("@claude review", author=p.bot_user("review-agent", 7))
-        via_app = p.issue_comment("@claude review", comment_id=5,
-                                  via_app=p.app(config.github.app_id))
-        assert classify_event("issue_comment", p.issue_comment_event("created", by_bot),
-                              context).reason == "bot_author"  # type: ignore[union-attr]
-        assert classify_event("issue_comment", p.issue_comment_event("created", via_app),
-                              context).reason == "own_app"  # type: ignore[union-attr]
-
-        identity.learn("review-agent")
-        assert identity.context().bot_login == "review-agent[bot]"
-
-
-@pytest.mark.anyio
 async def test_a_store_that_cannot_be_opened_ends_run_with_1(tmp_path: Path) -> None:
     config_path = write_config(tmp_path)
     config_path.write_text(config_path.read_text().replace(
@@ -192,14 +153,6 @@ async def test_a_store_that_cannot_be_opened_ends_run_with_1(tmp_path: Path) -> 
         assert await run(config, "web", asyncio.Event(), sockets=[sock]) == 1
     finally:
         sock.close()
-
-
-def p_now() -> datetime:
-    return datetime.now(UTC)
-
-
-async def no_sleep(seconds: float) -> None:
-    return None
 
 
 @pytest.mark.anyio
