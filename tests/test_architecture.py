@@ -420,7 +420,6 @@ _TESTED_ELSEWHERE = {
     "engine/base": "engine/test_claude_code.py, engine/test_anthropic.py",
     "engine/landlock": "engine/test_confine.py (the launcher confining itself with it)",
     "engine/process": "engine/test_claude_code.py",
-    "github/installations": "github/test_auth.py, github/test_integration.py",
     "publish/checks/push": "publish/checks/test_loop.py",
     "publish/run": "review/test_job.py",
     "review/prepare": "review/test_job.py",

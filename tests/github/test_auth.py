@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
 
 import httpx
 import jwt
@@ -14,7 +12,6 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from service.config.schema import GitHubConfig
 from service.config.secret import Secret
 from service.github.actors import APP
 from service.github.auth import (
@@ -25,43 +22,21 @@ from service.github.auth import (
     make_app_jwt,
     parse_token_response,
 )
-from service.github.client import GitHubClient
-from service.github.errors import GitHubError, NotFound, Unauthorized
-from service.github.installations import (
-    find_repository_installation,
-    list_installation_repositories,
-    list_installations,
+from service.github.errors import GitHubError, Unauthorized
+from tests.github.app_kit import (
+    APP_ID,
+    LONG_TOKEN,
+    FakeGitHub,
+    app_client,
+    decoded_claims,
+    pem,
+    rsa_key,
 )
-from tests.github.client_kit import T0, FakeClock, FakeSleep
+from tests.github.client_kit import T0, FakeClock
 
-APP_ID = 4242
 BASE = "https://api.github.com"
-# The 2026 token format: ~520 characters, dots included. Nothing may assume 40 chars.
-LONG_TOKEN = "ghs_4242_" + "eyJ" + "a" * 200 + "." + "b" * 200 + "." + "c" * 100
 
-
-@pytest.fixture(scope="module")
-def rsa_key() -> rsa.RSAPrivateKey:
-    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
-
-
-@pytest.fixture(scope="module")
-def pem(rsa_key: rsa.RSAPrivateKey) -> str:
-    return rsa_key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ).decode()
-
-
-def _claims(token: str, rsa_key: rsa.RSAPrivateKey) -> dict[str, Any]:
-    # Signature checked against the public key; times checked by the tests themselves.
-    return jwt.decode(
-        token,
-        rsa_key.public_key(),
-        algorithms=["RS256"],
-        options={"verify_exp": False, "verify_iat": False, "verify_nbf": False},
-    )
+__all__ = ["pem", "rsa_key"]  # fixtures
 
 
 # ---------------------------------------------------------------- the App JWT
@@ -70,7 +45,7 @@ def _claims(token: str, rsa_key: rsa.RSAPrivateKey) -> dict[str, Any]:
 def test_jwt_claims_and_signature(pem: str, rsa_key: rsa.RSAPrivateKey) -> None:
     token = make_app_jwt(APP_ID, pem, T0)
     assert jwt.get_unverified_header(token)["alg"] == "RS256"
-    claims = _claims(token, rsa_key)
+    claims = decoded_claims(token, rsa_key)
     assert claims == {
         "iat": int(T0.timestamp()) - 60,
         "exp": int(T0.timestamp()) + 9 * 60,
@@ -81,7 +56,7 @@ def test_jwt_claims_and_signature(pem: str, rsa_key: rsa.RSAPrivateKey) -> None:
 def test_jwt_verification_fails_with_another_key(pem: str) -> None:
     other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     with pytest.raises(jwt.InvalidSignatureError):
-        _claims(make_app_jwt(APP_ID, pem, T0), other)
+        decoded_claims(make_app_jwt(APP_ID, pem, T0), other)
 
 
 @pytest.mark.parametrize("fast_by", [0, 30, 59])
@@ -90,7 +65,7 @@ def test_a_fast_clock_keeps_exp_under_githubs_ten_minutes(
 ) -> None:
     github_now = T0
     host_now = T0 + timedelta(seconds=fast_by)
-    claims = _claims(make_app_jwt(APP_ID, pem, host_now), rsa_key)
+    claims = decoded_claims(make_app_jwt(APP_ID, pem, host_now), rsa_key)
     assert claims["exp"] < int(github_now.timestamp()) + 600
     assert claims["iat"] <= int(github_now.timestamp())  # never "issued in the future"
 
@@ -133,7 +108,7 @@ def test_app_jwt_is_reused_then_resigned(pem: str, rsa_key: rsa.RSAPrivateKey) -
     clock.now += timedelta(seconds=1)
     second = signer()
     assert second != first
-    assert _claims(second, rsa_key)["iat"] == int(clock.now.timestamp()) - 60
+    assert decoded_claims(second, rsa_key)["iat"] == int(clock.now.timestamp()) - 60
     assert "PRIVATE" not in repr(signer)
     assert str(APP_ID) in repr(signer)
 
@@ -268,65 +243,6 @@ def test_parse_token_response_is_format_agnostic_and_strict_on_shape() -> None:
 # ---------------------------------------------------------------- through the client
 
 
-Handler = Callable[[httpx.Request], httpx.Response]
-
-
-class FakeGitHub:
-    """A MockTransport handler that mints tokens and answers a few App routes."""
-
-    def __init__(self, rsa_key: rsa.RSAPrivateKey, clock: FakeClock) -> None:
-        self.rsa_key = rsa_key
-        self.clock = clock
-        self.requests: list[httpx.Request] = []
-        self.minted: list[str] = []
-        self.refuse_tokens: set[str] = set()
-        self.routes: dict[tuple[str, str], Handler] = {}
-
-    def _jwt_ok(self, request: httpx.Request) -> bool:
-        scheme, _, value = request.headers.get("authorization", "").partition(" ")
-        if scheme != "Bearer":
-            return False
-        try:
-            claims = _claims(value, self.rsa_key)
-        except jwt.PyJWTError:
-            return False
-        now = int(self.clock().timestamp())
-        fresh = claims["iat"] <= now < claims["exp"] < now + 600
-        return bool(claims["iss"] == str(APP_ID) and fresh)
-
-    def _token_ok(self, request: httpx.Request) -> bool:
-        scheme, _, value = request.headers.get("authorization", "").partition(" ")
-        return scheme == "Bearer" and value in self.minted and value not in self.refuse_tokens
-
-    async def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        await asyncio.sleep(0)
-        path = request.url.path.removeprefix("/api/v3")
-        if path.startswith("/app/installations/") and path.endswith("/access_tokens"):
-            if request.method != "POST" or not self._jwt_ok(request):
-                message = "A JSON web token could not be decoded"
-                return httpx.Response(401, json={"message": message})
-            token = f"{LONG_TOKEN}-{len(self.minted)}"
-            self.minted.append(token)
-            expires = (self.clock() + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-            return httpx.Response(201, json={"token": token, "expires_at": expires})
-        handler = self.routes.get((request.method, path))
-        if handler is None:
-            return httpx.Response(404, json={"message": "Not Found"})
-        return handler(request)
-
-
-def _client(
-    github: FakeGitHub, pem: str, clock: FakeClock, api_url: str = "https://api.github.com"
-) -> GitHubClient:
-    config = GitHubConfig(
-        app_id=APP_ID, private_key=Secret(pem), webhook_secrets=(Secret("w"),), api_url=api_url
-    )
-    return GitHubClient.from_config(
-        config, clock=clock, transport=httpx.MockTransport(github), sleep=FakeSleep(clock)
-    )
-
-
 @pytest.mark.anyio
 async def test_client_mints_with_the_jwt_and_uses_the_token(
     rsa_key: rsa.RSAPrivateKey, pem: str
@@ -335,12 +251,12 @@ async def test_client_mints_with_the_jwt_and_uses_the_token(
     github = FakeGitHub(rsa_key, clock)
 
     def pulls(request: httpx.Request) -> httpx.Response:
-        if not github._token_ok(request):
+        if not github.token_ok(request):
             return httpx.Response(401, json={"message": "Bad credentials"})
         return httpx.Response(200, json=[{"number": 1}])
 
     github.routes[("GET", "/repos/o/r/pulls")] = pulls
-    async with _client(github, pem, clock) as client:
+    async with app_client(github, pem, clock) as client:
         results = await asyncio.gather(
             *(client.get_json(99, "/repos/o/r/pulls") for _ in range(20))
         )
@@ -356,7 +272,7 @@ async def test_ghes_base_url_keeps_its_api_v3_prefix(rsa_key: rsa.RSAPrivateKey,
     clock = FakeClock()
     github = FakeGitHub(rsa_key, clock)
     github.routes[("GET", "/repos/o/r")] = lambda r: httpx.Response(200, json={"id": 5})
-    async with _client(github, pem, clock, "https://ghe.example.com/api/v3/") as client:
+    async with app_client(github, pem, clock, "https://ghe.example.com/api/v3/") as client:
         assert await client.get_json(3, "/repos/o/r") == {"id": 5}
     assert [str(r.url) for r in github.requests] == [
         "https://ghe.example.com/api/v3/app/installations/3/access_tokens",
@@ -370,12 +286,12 @@ async def test_a_refused_token_is_replaced_once(rsa_key: rsa.RSAPrivateKey, pem:
     github = FakeGitHub(rsa_key, clock)
 
     def repo(request: httpx.Request) -> httpx.Response:
-        if not github._token_ok(request):
+        if not github.token_ok(request):
             return httpx.Response(401, json={"message": "Bad credentials"})
         return httpx.Response(200, json={"ok": True})
 
     github.routes[("GET", "/repos/o/r")] = repo
-    async with _client(github, pem, clock) as client:
+    async with app_client(github, pem, clock) as client:
         assert await client.get_json(5, "/repos/o/r") == {"ok": True}
         github.refuse_tokens.add(github.minted[-1])  # revoked behind our back
         assert await client.get_json(5, "/repos/o/r") == {"ok": True}
@@ -390,82 +306,6 @@ async def test_a_refused_token_is_replaced_once(rsa_key: rsa.RSAPrivateKey, pem:
 
 
 @pytest.mark.anyio
-async def test_find_repository_installation_uses_the_jwt(
-    rsa_key: rsa.RSAPrivateKey, pem: str
-) -> None:
-    clock = FakeClock()
-    github = FakeGitHub(rsa_key, clock)
-
-    def installation(request: httpx.Request) -> httpx.Response:
-        assert github._jwt_ok(request)
-        return httpx.Response(200, json={"id": 1234, "account": {"login": "o"}})
-
-    github.routes[("GET", "/repos/octo/hello-world/installation")] = installation
-    async with _client(github, pem, clock) as client:
-        assert await find_repository_installation(client, "octo", "hello-world") == 1234
-        with pytest.raises(NotFound):
-            await find_repository_installation(client, "octo", "not-installed")
-        with pytest.raises(ValueError):
-            await find_repository_installation(client, "octo", "../../app")
-    assert not any(r.url.path.endswith("/access_tokens") for r in github.requests)
-
-
-@pytest.mark.anyio
-async def test_list_installations_follows_pages(rsa_key: rsa.RSAPrivateKey, pem: str) -> None:
-    clock = FakeClock()
-    github = FakeGitHub(rsa_key, clock)
-
-    def installations(request: httpx.Request) -> httpx.Response:
-        assert github._jwt_ok(request)
-        page = int(request.url.params.get("page", "1"))
-        items = [
-            {"id": page * 10 + i, "account": {"login": f"org{page}{i}", "type": "Organization"},
-             "repository_selection": "all", "suspended_at": None if i else "2026-01-01T00:00:00Z"}
-            for i in range(2)
-        ]
-        headers = {}
-        if page < 3:
-            headers["link"] = (
-                f'<https://api.github.com/app/installations?per_page=100&page={page + 1}>; '
-                'rel="next", <https://api.github.com/app/installations?page=3>; rel="last"'
-            )
-        return httpx.Response(200, json=items, headers=headers)
-
-    github.routes[("GET", "/app/installations")] = installations
-    async with _client(github, pem, clock) as client:
-        found = [i async for i in list_installations(client)]
-    assert [i.id for i in found] == [10, 11, 20, 21, 30, 31]
-    assert found[0].suspended
-    assert not found[1].suspended
-    assert found[1].account == "org11"
-    assert found[1].account_type == "Organization"
-    assert github.requests[0].url.params["per_page"] == "100"
-
-
-@pytest.mark.anyio
-async def test_list_installation_repositories_uses_the_installation_token(
-    rsa_key: rsa.RSAPrivateKey, pem: str
-) -> None:
-    clock = FakeClock()
-    github = FakeGitHub(rsa_key, clock)
-
-    def repositories(request: httpx.Request) -> httpx.Response:
-        assert github._token_ok(request)
-        page = int(request.url.params.get("page", "1"))
-        repos = [{"id": page, "full_name": f"o/r{page}", "private": True}]
-        headers = {}
-        if page == 1:
-            headers["link"] = f'<{BASE}/installation/repositories?page=2>; rel="next"'
-        return httpx.Response(200, json={"total_count": 2, "repositories": repos}, headers=headers)
-
-    github.routes[("GET", "/installation/repositories")] = repositories
-    async with _client(github, pem, clock) as client:
-        repos = [r async for r in list_installation_repositories(client, 77)]
-    assert [(r.owner, r.name, r.private) for r in repos] == [("o", "r1", True), ("o", "r2", True)]
-    assert github.requests[0].url.path == "/app/installations/77/access_tokens"
-
-
-@pytest.mark.anyio
 async def test_an_expired_jwt_answer_is_unauthorized_with_githubs_message(
     rsa_key: rsa.RSAPrivateKey, pem: str
 ) -> None:
@@ -475,7 +315,7 @@ async def test_an_expired_jwt_answer_is_unauthorized_with_githubs_message(
     github.routes[("GET", "/app/installations")] = lambda r: httpx.Response(
         401, json={"message": message}
     )
-    async with _client(github, pem, clock) as client:
+    async with app_client(github, pem, clock) as client:
         with pytest.raises(Unauthorized) as err:
             await client.get_json(APP, "/app/installations")
     assert message in str(err.value)
