@@ -34,8 +34,6 @@ from tests.github.app_kit import (
 )
 from tests.github.client_kit import T0, FakeClock
 
-BASE = "https://api.github.com"
-
 __all__ = ["pem", "rsa_key"]  # fixtures
 
 
