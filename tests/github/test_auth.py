@@ -1,4 +1,4 @@
-"""App authentication: JWT claims, installation tokens, installation discovery."""
+"""App authentication: JWT claims and installation tokens, minted and refreshed."""
 
 from __future__ import annotations
 
