@@ -421,7 +421,6 @@ _TESTED_ELSEWHERE = {
     "engine/landlock": "engine/test_confine.py (the launcher confining itself with it)",
     "engine/process": "engine/test_claude_code.py",
     "publish/checks/push": "publish/checks/test_loop.py",
-    "review/prepare": "review/test_job.py",
 }
 
 
