@@ -419,7 +419,6 @@ _TESTED_ELSEWHERE = {
     "cli/operator_commands": "e2e/test_serve_operator.py",
     "engine/base": "engine/test_claude_code.py, engine/test_anthropic.py",
     "engine/landlock": "engine/test_confine.py (the launcher confining itself with it)",
-    "engine/process": "engine/test_claude_code.py",
     "publish/checks/push": "publish/checks/test_loop.py",
 }
 
