@@ -417,7 +417,6 @@ _TESTED_ELSEWHERE = {
     "cli/local_review": "e2e/test_serve_operator.py, engine/test_sandbox.py",
     "cli/main": "cli/test_check_config.py, test_setup_docs.py",
     "cli/operator_commands": "e2e/test_serve_operator.py",
-    "engine/base": "engine/test_claude_code.py, engine/test_anthropic.py",
     "engine/landlock": "engine/test_confine.py (the launcher confining itself with it)",
     "publish/checks/push": "publish/checks/test_loop.py",
 }
