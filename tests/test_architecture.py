@@ -415,7 +415,6 @@ _TESTED_ELSEWHERE = {
     "app/setup/run": "app/test_first_run.py",
     "app/web": "intake/webhook/test_end_to_end.py, observe/test_logs.py",
     "cli/local_review": "e2e/test_serve_operator.py, engine/test_sandbox.py",
-    "cli/main": "cli/test_check_config.py, test_setup_docs.py",
     "cli/operator_commands": "e2e/test_serve_operator.py",
     "engine/landlock": "engine/test_confine.py (the launcher confining itself with it)",
     "publish/checks/push": "publish/checks/test_loop.py",
