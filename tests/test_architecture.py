@@ -413,7 +413,6 @@ _TESTED_ELSEWHERE = {
     "app/services": "app/test_daemon.py, faults/, e2e/",
     "app/setup/page": "app/setup/test_registrar.py",
     "app/setup/run": "app/test_first_run.py",
-    "app/web": "intake/webhook/test_end_to_end.py, observe/test_logs.py",
     "cli/local_review": "e2e/test_serve_operator.py, engine/test_sandbox.py",
     "cli/operator_commands": "e2e/test_serve_operator.py",
     "engine/landlock": "engine/test_confine.py (the launcher confining itself with it)",
