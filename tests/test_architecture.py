@@ -416,7 +416,6 @@ _TESTED_ELSEWHERE = {
     "cli/local_review": "e2e/test_serve_operator.py, engine/test_sandbox.py",
     "cli/operator_commands": "e2e/test_serve_operator.py",
     "engine/landlock": "engine/test_confine.py (the launcher confining itself with it)",
-    "publish/checks/push": "publish/checks/test_loop.py",
 }
 
 
