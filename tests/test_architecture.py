@@ -411,7 +411,6 @@ _DECLARATIONS_ONLY = {
 _TESTED_ELSEWHERE = {
     "app/runners": "app/test_daemon.py, faults/, e2e/",
     "app/services": "app/test_daemon.py, faults/, e2e/",
-    "app/setup/page": "app/setup/test_registrar.py",
     "app/setup/run": "app/test_first_run.py",
     "cli/local_review": "e2e/test_serve_operator.py, engine/test_sandbox.py",
     "cli/operator_commands": "e2e/test_serve_operator.py",

@@ -10,98 +10,17 @@ with the rest of it kept, and ``load_config`` succeeding on the result.
 
 from __future__ import annotations
 
-import json
-import re
 import stat
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from html import unescape
-from pathlib import Path
-from typing import Any
+from datetime import timedelta
 from urllib.parse import parse_qs, urlsplit
 
-import httpx
 import pytest
 import yaml
 
-from service.app.setup.page import create_setup_app
-from service.app.setup.registrar import Registered, Registrar
-from service.config.errors import MissingCredentials
 from service.config.strict_yaml import load_config
-from tests.simulator import SimulatorTransport, World
+from tests.app.setup.flow import CONFIG, KEY, Flow, flow
 
-KEY = "console-key-for-tests"
-CONFIG = """\
-# The operator's own words, which registration must keep.
-server:
-  host: 127.0.0.1
-  port: 8080       # behind the proxy
-  public_url: https://reviews.example.com
-triggers: {}
-budget:
-  session_tokens: 88000   # my estimate
-  weekly_tokens: 1500000
-  max_run_tokens: 30000
-"""
-
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-@dataclass
-class Flow:
-    world: World
-    registrar: Registrar
-    client: httpx.AsyncClient
-    config_path: Path
-    clock: Clock
-    announced: list[Registered] = field(default_factory=list)
-
-    async def start(self, form: dict[str, str] | None = None) -> tuple[str, dict[str, Any]]:
-        """POST the form; the GitHub URL the page posts to, and the manifest it carries."""
-        response = await self.client.post("/setup/register",
-                                          data={"key": KEY, "owner": "user", **(form or {})})
-        assert response.status_code == 200, response.text
-        action = unescape(re.search(r"<form id=manifest method=post action='([^']+)'",
-                                    response.text)[1])  # type: ignore[index]
-        manifest = unescape(re.search(r"name=manifest value='([^']+)'",
-                                      response.text)[1])  # type: ignore[index]
-        return action, json.loads(manifest)
-
-    def github_creates(self, manifest: dict[str, Any]) -> str:
-        """What GitHub does when the person clicks "Create GitHub App": a one-time code."""
-        return self.world.create_manifest_code(manifest)
-
-
-def pending_of(path: Path) -> MissingCredentials:
-    with pytest.raises(MissingCredentials) as caught:
-        load_config(path, {})
-    return caught.value
-
-
-@pytest.fixture
-async def flow(tmp_path: Path) -> AsyncIterator[Flow]:
-    world = World()
-    config_path = tmp_path / "etc" / "config.yaml"
-    config_path.parent.mkdir()
-    config_path.write_text(CONFIG)
-    clock = Clock()
-    registrar = Registrar(config_path, pending_of(config_path).config,
-                          public_url="https://reviews.example.com", environ={}, clock=clock,
-                          transport=SimulatorTransport(world))
-    announced: list[Registered] = []
-    app = create_setup_app(registrar, setup_key=KEY, webhook_path="/webhook",
-                           on_registered=announced.append)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="https://reviews.example.com") as client:
-        yield Flow(world, registrar, client, config_path, clock, announced)
+__all__ = ["flow"]  # the fixture
 
 
 @pytest.mark.anyio
@@ -186,21 +105,6 @@ async def test_a_forwarding_webhook_url_can_replace_the_default(flow: Flow) -> N
 
 
 @pytest.mark.anyio
-async def test_without_the_console_key_nothing_can_be_started(flow: Flow) -> None:
-    for params in ({}, {"key": "guess"}, {"key": KEY + "x"}):
-        page = await flow.client.get("/", params=params)
-        assert page.status_code == 403
-        assert "name=org" not in page.text and "link" in page.text
-    response = await flow.client.post("/setup/register", data={"owner": "user"})
-    assert response.status_code == 403
-    response = await flow.client.post("/setup/register", content=b"key=" + KEY.encode(),
-                                      headers={"content-type": "text/plain"})
-    assert response.status_code == 400
-    big = await flow.client.post("/setup/register", data={"key": KEY, "pad": "x" * 20000})
-    assert big.status_code == 400
-
-
-@pytest.mark.anyio
 async def test_a_state_this_server_did_not_issue_never_spends_the_code(flow: Flow) -> None:
     _, manifest = await flow.start()
     code = flow.github_creates(manifest)
@@ -243,23 +147,6 @@ async def test_an_expired_or_used_code_says_start_again(flow: Flow) -> None:
 
 
 @pytest.mark.anyio
-async def test_after_registration_the_page_refuses_to_start_another(flow: Flow) -> None:
-    action, manifest = await flow.start()
-    second_action, second_manifest = await flow.start()
-    [state] = parse_qs(urlsplit(action).query)["state"]
-    [second] = parse_qs(urlsplit(second_action).query)["state"]
-    ok = await flow.client.get("/setup/callback", params={
-        "code": flow.github_creates(manifest), "state": state})
-    assert ok.status_code == 200
-    response = await flow.client.get("/setup/callback", params={
-        "code": flow.github_creates(second_manifest), "state": second})
-    assert response.status_code == 409
-    response = await flow.client.post("/setup/register", data={"key": KEY, "owner": "user"})
-    assert response.status_code == 409
-    assert len(flow.announced) == 1
-
-
-@pytest.mark.anyio
 async def test_a_conversion_github_cannot_answer_is_reported(flow: Flow) -> None:
     action, manifest = await flow.start()
     [state] = parse_qs(urlsplit(action).query)["state"]
@@ -268,27 +155,3 @@ async def test_a_conversion_github_cannot_answer_is_reported(flow: Flow) -> None
         "code": flow.github_creates(manifest), "state": state})
     assert response.status_code == 502
     assert "GitHub answered 500" in response.text
-
-
-@pytest.mark.anyio
-async def test_health_and_webhooks_wait_for_registration(flow: Flow) -> None:
-    health = await flow.client.get("/healthz")
-    assert health.status_code == 503
-    assert health.json()["status"] == "registration_needed"
-    hook = await flow.client.post("/webhook", content=b"{}")
-    assert hook.status_code == 503 and hook.headers["retry-after"] == "60"
-
-
-@pytest.mark.anyio
-async def test_pages_forbid_framing_referrers_and_foreign_forms(flow: Flow) -> None:
-    page = await flow.client.get("/", params={"key": KEY})
-    csp = page.headers["content-security-policy"]
-    assert "frame-ancestors 'none'" in csp and "script-src 'none'" in csp
-    assert "form-action 'self'" in csp
-    assert page.headers["referrer-policy"] == "no-referrer"
-    assert page.headers["cache-control"] == "no-store"
-    to_github = await flow.client.post("/setup/register", data={"key": KEY, "owner": "user"})
-    csp = to_github.headers["content-security-policy"]
-    nonce = re.search(r"script-src 'nonce-([^']+)'", csp)[1]  # type: ignore[index]
-    assert f"<script nonce='{nonce}'>" in to_github.text
-    assert "form-action 'self' https://github.com;" in csp
