@@ -413,7 +413,6 @@ _TESTED_ELSEWHERE = {
     "app/services": "app/test_daemon.py, faults/, e2e/",
     "app/setup/run": "app/test_first_run.py",
     "cli/local_review": "e2e/test_serve_operator.py, engine/test_sandbox.py",
-    "cli/operator_commands": "e2e/test_serve_operator.py",
     "engine/landlock": "engine/test_confine.py (the launcher confining itself with it)",
 }
 
