@@ -1,17 +1,11 @@
-"""First run: ``serve`` without App credentials registers the App, then serves.
+"""The registration step of a first run, and what ``check-config`` says of a file waiting
+for it.
 
-``register_and_serve`` is what ``pr-review-agent serve`` calls when the config is missing
-or raises ``MissingCredentials``:
-
-1. a missing config file is created from the template (files.py), with a generated budget
-   the operator must review;
-2. the registration page (page.py) is served on ``server.host:server.port`` until the App
-   is registered (or SIGTERM/SIGINT: exit 0), and a one-time link is printed;
-3. the listening socket is closed and the full service starts in the same process with
-   the config registration wrote (``service.app.daemon.serve``).
-
-Registration needs to write beside the config; that is checked before the page is served,
-because GitHub's code can be converted only once.
+``register`` serves the registration page (``page.py``) on the sockets the first run
+(``service.app.first_run``) listens on, until the App is registered (its ``Registered``)
+or the process is asked to stop, and prints the page's one-time link. The first run then
+closes the page and starts the full service in the same process. ``describe_pending`` is
+``check-config``'s account of a file whose one remaining step is registration.
 """
 
 from __future__ import annotations
