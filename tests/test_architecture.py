@@ -411,7 +411,6 @@ _DECLARATIONS_ONLY = {
 _TESTED_ELSEWHERE = {
     "app/runners": "app/test_daemon.py, faults/, e2e/",
     "cli/local_review": "e2e/test_serve_operator.py, engine/test_sandbox.py",
-    "engine/landlock": "engine/test_confine.py (the launcher confining itself with it)",
 }
 
 
