@@ -1,4 +1,4 @@
-"""Operator commands: ``pr-review-agent review`` and ``pr-review-agent replay``.
+"""``pr-review-agent review``: one review of a pull request now, in this process.
 
 ``review`` runs one review of a pull request now, in this process, through exactly what
 the daemon's workers use: the queue, the budget governor (and so the ledger), the job
@@ -16,10 +16,6 @@ and run inline. Consequences an operator should know:
 - ``--dry-run`` records the run with ``publish_outcome = 'dry_run'`` and posts nothing —
   not even the 👀. That head then counts as reviewed; docs/OPERATIONS.md says how to post
   such a run for real later.
-
-``replay`` signs a payload file with the config's current webhook secret and POSTs it to a
-running server with GitHub's headers, as GitHub would deliver it (a fresh
-``X-GitHub-Delivery``), and prints the answer.
 """
 
 from __future__ import annotations
@@ -30,17 +26,15 @@ import json
 import logging
 import os
 import signal
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Final, TextIO, TypeVar, cast
+from typing import TextIO, TypeVar, cast
 
 import anyio
 import httpx
 
-from service import __version__
 from service.app.identity import AppIdentity
 from service.app.runners import engine_isolation_problem
 from service.app.services import service_redactor
@@ -53,7 +47,6 @@ from service.github.client import GitHubClient
 from service.github.errors import GitHubError, NotFound
 from service.github.names import validate_repo
 from service.github.pulls import read_pull
-from service.github.webhooks import sign
 from service.model.jobs import Job
 from service.observe.health import Health
 from service.publish.github import GitHubPublisher
@@ -78,18 +71,12 @@ from service.storage.queue import (
 from service.storage.queue_enqueue import enqueue
 from service.storage.queue_lease import Leasing
 
-__all__ = ["ReviewReport", "load_or_report", "replay", "replay_url", "review", "review_once"]
+__all__ = ["ReviewReport", "load_or_report", "report_problems", "review", "review_once"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 Clock = Callable[[], datetime]
-
-#: How long ``replay`` waits for the server's answer.
-REPLAY_TIMEOUT: Final = 30.0
-#: GitHub sends ``GitHub-Hookshot/<id>``; this says which tool it really was.
-REPLAY_USER_AGENT: Final = f"GitHub-Hookshot/pr-review-agent-replay-{__version__}"
-
 
 def _now() -> datetime:
     return datetime.now(UTC)
@@ -359,57 +346,3 @@ def review(config: Config, repo: str, pr_number: int, *, dry_run: bool, out: Tex
     return 0 if report.ok else 1
 
 
-# --- replay ------------------------------------------------------------------------------
-
-
-def replay_url(config: Config) -> str:
-    """Where ``replay`` posts by default: this host's server, at the webhook path."""
-    return f"http://127.0.0.1:{config.server.port}{config.server.webhook_path}"
-
-
-def replay(config: Config, event: str, payload: Path, *, url: str | None, out: TextIO,
-           err: TextIO, transport: httpx.BaseTransport | None = None) -> int:
-    """``pr-review-agent replay``: POST ``payload``'s bytes, signed, with GitHub's headers;
-    print the status and the body. 0 for a 2xx answer, 1 otherwise, 2 for bad input."""
-    if not event.strip() or any(c.isspace() for c in event):
-        print(f"replay: --event must be an event name such as pull_request, got {event!r}",
-              file=err)
-        return 2
-    try:
-        body = payload.read_bytes()
-    except OSError as exc:
-        print(f"replay: cannot read {payload}: {exc.strerror or type(exc).__name__}", file=err)
-        return 2
-    try:
-        parsed = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        print(f"replay: {payload} is not JSON: {exc}", file=err)
-        return 2
-    if not isinstance(parsed, dict):
-        print(f"replay: {payload} must hold a JSON object, as every GitHub payload is",
-              file=err)
-        return 2
-    target = url or replay_url(config)
-    delivery = str(uuid.uuid4())
-    headers = {
-        "Content-Type": "application/json",
-        "User-Agent": REPLAY_USER_AGENT,
-        "X-GitHub-Event": event,
-        "X-GitHub-Delivery": delivery,
-        "X-GitHub-Hook-Installation-Target-Type": "integration",
-        "X-GitHub-Hook-Installation-Target-ID": str(config.github.app_id),
-        # The current secret: the one GitHub signs with once a rotation is done.
-        "X-Hub-Signature-256": sign(body, config.github.webhook_secrets[0]),
-    }
-    try:
-        with httpx.Client(timeout=REPLAY_TIMEOUT, transport=transport) as client:
-            response = client.post(target, content=body, headers=headers)
-    except httpx.HTTPError as exc:
-        print(f"replay: POST {target} failed: {exc or type(exc).__name__}", file=err)
-        return 1
-    print(f"POST {target} (X-GitHub-Event: {event}, X-GitHub-Delivery: {delivery})",
-          file=out)
-    print(f"HTTP {response.status_code} {response.reason_phrase}", file=out)
-    if response.content:
-        print(response.text, file=out)
-    return 0 if response.is_success else 1

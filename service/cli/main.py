@@ -249,7 +249,8 @@ def _review(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from pathlib import Path
 
-    from service.cli.local_review import load_or_report, replay
+    from service.cli.local_review import load_or_report
+    from service.cli.replay import replay
 
     config = load_or_report(args.config, err)
     if config is None:

@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.cli.local_review import replay, replay_url, review_once
+from service.cli.local_review import review_once
+from service.cli.replay import replay, replay_url
 from service.config.strict_yaml import load_config
 from service.github.webhooks import check_signature
 from tests.e2e.conftest import E2E
