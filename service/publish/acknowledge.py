@@ -44,7 +44,7 @@ from service.publish.ports import Acknowledger, Publisher
 from service.publish.run import RecordedRun
 from service.runtime.nap import Nap
 from service.storage.database import Database
-from service.storage.queue import Claim, Lease, recent_pending
+from service.storage.queue import Claim, as_candidate, recent_pending
 
 log = logging.getLogger(__name__)
 
@@ -174,9 +174,7 @@ class EarlyAck:
         with self._store.read() as tx:
             rows = recent_pending(tx, since)
         # Not a lease: an acknowledgement reads only where to react.
-        return [Claim(job=r.job, lease=Lease(owner="", until=r.enqueued_at,
-                                             attempt=r.attempts))
-                for r in rows]
+        return [as_candidate(r) for r in rows]
 
 
 class SkipAcked:

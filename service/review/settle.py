@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from typing import Final, TypeVar
+from typing import Final
 
 from service.budget.breaker import read_breaker
 from service.budget.governor import Governor
@@ -44,7 +44,6 @@ from service.storage.queue_lease import Leasing
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 Clock = Callable[[], datetime]
 
 #: How long a row waits after a usage limit when neither the engine nor the breaker says

@@ -12,6 +12,7 @@ hook is a plain predicate; this module imports nothing from ``service.budget``.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -40,8 +41,6 @@ _in: Final = LIFECYCLE.sql_in
 
 
 @dataclass(frozen=True)
-
-
 class Leasing:
     """How long a claim holds its row, and how many attempts a row gets."""
 
@@ -115,6 +114,13 @@ _KEY_AT, _ENQUEUED_AT = 0, COLUMNS.split(", ").index("enqueued_at")
 # One candidate, still claimable, locked for this transaction (or skipped when another
 # claim holds it).
 _TAKE_ROW = f"SELECT 1 FROM queue WHERE dedupe_key = :key AND {_CLAIMABLE} {{skip}}"
+
+
+@functools.cache
+def _with_skip(template: str, skip: str) -> str:
+    """``template`` with the store's ``skip_locked`` clause, built once per store kind (the
+    claim runs these on every pass)."""
+    return template.format(skip=skip)
 
 _TAKE_LEASE = f"""
 UPDATE queue SET status = '{target("claim")}', owner = :owner, leased_until = :until,
@@ -196,12 +202,12 @@ def claim(
         until = at + leasing.lease
         params = {"now": to_db_time(at), "max_attempts": leasing.max_attempts}
         skip = store.skip_locked
-        abandoned = [key for (key,) in conn.execute(_ABANDON_EXHAUSTED.format(skip=skip),
+        abandoned = [key for (key,) in conn.execute(_with_skip(_ABANDON_EXHAUSTED, skip),
                                                     params)]
         if abandoned:
             log.warning("abandoned %d row(s) after %d attempts", len(abandoned),
                         leasing.max_attempts)
-        recovered = list(conn.execute(_RECOVER_LAPSED.format(skip=skip), params))
+        recovered = list(conn.execute(_with_skip(_RECOVER_LAPSED, skip), params))
         for key, attempts in recovered:
             log.warning("a worker's lease lapsed; the row is pending again",
                         extra={"dedupe_key": key, "attempt": attempts})
@@ -251,8 +257,8 @@ def _take(store: Database, conn: Transaction, row: QueueRow,
           params: dict[str, object]) -> bool:
     """Lock ``row`` and its pull request for this claim, if both are free and the row
     is still claimable with no live lease on its pull request."""
-    if conn.execute(_TAKE_ROW.format(skip=store.skip_locked), {**params, "key": row.dedupe_key}
-                    ).fetchone() is None:
+    if conn.execute(_with_skip(_TAKE_ROW, store.skip_locked),
+                    {**params, "key": row.dedupe_key}).fetchone() is None:
         return False  # another claim holds it, or took it since the walk began
     if not store.try_lock(conn, f"pull:{row.repo}#{row.pr_number}"):
         return False  # another claim is leasing this pull request right now

@@ -98,8 +98,7 @@ class SimulatorProcess:
 
     def close(self) -> None:
         """Stop it (SIGTERM, then SIGKILL after 10 s)."""
-        with contextlib.suppress(AttributeError):
-            self.client.close()
+        self.client.close()
         _stop(self.process, None, 10)
 
 

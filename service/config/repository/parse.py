@@ -13,9 +13,11 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 import yaml
 
+from service.config.declare import Key
 from service.config.read_key import read_key
 from service.config.reader import MISSING, Section, show
 from service.config.repository.keys import FIELDS, MAX_FILE_BYTES, RepoSettings
@@ -65,22 +67,31 @@ def parse_repository_file(text: str | bytes) -> Parsed:
     return Parsed(RepoSettings() if found else settings, found)
 
 
+def _leaf(declared: Key) -> tuple[str, Key]:
+    """The mapping a key sits in (``""`` for the top level) and the key as named there."""
+    parent, _, name = declared.name.rpartition(".")
+    return parent, dataclasses.replace(declared, name=name)
+
+
+#: ``(field, mapping, key as named in that mapping)`` for each declared key.
+_LEAVES: Final = tuple((attr, *_leaf(declared)) for attr, declared in FIELDS)
+
+
 def _read(top: Section) -> RepoSettings:
     """The keys the file sets, each read as declared (``read_key``); a key it does not set
     stays None. ``checks.fail_on`` is read inside the file's ``checks`` mapping."""
     inside: dict[str, Section] = {}
     values: dict[str, object] = {}
-    for attr, declared in FIELDS:
-        parent, _, name = declared.name.rpartition(".")
+    for attr, parent, k in _LEAVES:
         if parent and parent not in inside:
             inside[parent] = top.section(parent)
         s = inside[parent] if parent else top
-        if s.peek(name) is MISSING:
-            s.get(name)  # known, for the unknown-key check
+        if s.peek(k.name) is MISSING:
+            s.get(k.name)  # known, for the unknown-key check
             continue
         mark = s.mark()
         # A repository file names no secret: no environment, no files beside it.
-        value = read_key(s, dataclasses.replace(declared, name=name), {}, Path())
+        value = read_key(s, k, {}, Path())
         if not s.failed_since(mark):
             values[attr] = value
     for section in inside.values():
