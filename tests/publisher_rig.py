@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 
@@ -291,3 +291,12 @@ async def publisher_rig(request: pytest.FixtureRequest, tmp_path: Path) -> Async
             yield rig
         finally:
             await rig.aclose()
+
+
+REVIEWS: Final = f"/repos/{REPO}/pulls/*/reviews"
+ISSUE_COMMENTS: Final = f"/repos/{REPO}/issues/*/comments"
+
+
+def posts(rig: Rig, glob: str) -> list[Any]:
+    """The POSTs the simulator has seen to paths matching ``glob``."""
+    return list(rig.world.requests.matching("POST", glob))

@@ -21,7 +21,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from service.cli.main import build_parser
-from service.config.schema import ServerConfig
+from service.config.connections import ServerConfig
 from service.config.validate import parse_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -428,7 +428,7 @@ def test_the_unit_gives_room_for_every_connection_and_serve_raises_its_soft_limi
     import resource
 
     from service.app.daemon import raise_file_limit
-    from service.config.schema import ServerConfig
+    from service.config.connections import ServerConfig
 
     limit = int(unit()["Service"]["LimitNOFILE"])
     assert limit >= ServerConfig().max_connections + 1000

@@ -20,7 +20,8 @@ from fastapi import FastAPI
 from service.app.daemon import web_server
 from service.app.web import InstallationChange, create_app
 from service.budget.governor import Governor
-from service.config.schema import Config, ServerConfig
+from service.config.connections import ServerConfig
+from service.config.schema import Config
 from service.config.strict_yaml import load_config
 from service.github.webhooks import sign
 from service.intake.rules.decisions import TriggerContext

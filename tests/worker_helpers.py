@@ -14,7 +14,8 @@ import pytest
 
 from service.budget.governor import Governor
 from service.budget.usage import Usage
-from service.config.schema import BudgetConfig, Config, EngineConfig, GitHubConfig, TriggersConfig
+from service.config.connections import GitHubConfig
+from service.config.schema import BudgetConfig, Config, EngineConfig, TriggersConfig
 from service.config.secret import Secret
 from service.engine.base import Assessment, Description, EngineRequest, EngineResult, Finding
 from service.github.auth import AppJWT

@@ -52,7 +52,8 @@ from service.app.services import Clock, Services, service_redactor, utc_now
 from service.app.shutdown import Shutdown
 from service.app.web import create_app
 from service.budget.governor import Governor
-from service.config.schema import Config, ServerConfig
+from service.config.connections import ServerConfig
+from service.config.schema import Config
 from service.github.auth import AppJWT, InstallationToken, InstallationTokens
 from service.github.client import GitHubClient
 from service.github.installations import mint_installation_token

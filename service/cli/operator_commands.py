@@ -45,8 +45,8 @@ def _healthcheck(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import urllib.error
     import urllib.request
 
+    from service.config.connections import ServerConfig
     from service.config.errors import ConfigError, MissingCredentials
-    from service.config.schema import ServerConfig
     from service.config.strict_yaml import load_config
 
     try:

@@ -50,7 +50,8 @@ from service.engine.findings import Answer, InvalidAnswer, parse_answer_text
 from service.engine.process import ProcessOutcome, Verdict, run_process
 from service.engine.prompt import build_prompt, repair_prompt, system_rules
 from service.engine.sandbox import Sandbox, install_roots
-from service.engine.stream_json import Abort, Outcome, StreamState, classify
+from service.engine.stream_json import StreamState
+from service.engine.stream_verdict import Abort, Outcome, classify
 
 log = logging.getLogger(__name__)
 

@@ -34,8 +34,8 @@ from typing import Any, Final
 import httpx
 
 from service import __version__
+from service.config.connections import GitHubConfig
 from service.config.redact import Redactor
-from service.config.schema import GitHubConfig
 from service.github.actors import Actor, Clock
 from service.github.auth import AppJWT, InstallationTokens
 from service.github.conditional import ConditionalResult, ConditionalStats

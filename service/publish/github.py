@@ -23,6 +23,7 @@ or a restart post exactly the same thing. One attempt (``publish_key``):
    head; findings inside that head's diff hunks are inline comments, the rest go in the
    body; on 422 it posts once more with everything in the body.
 
+Steps 4–7, and recording what step 3 found, are posts.py's; this module owns the attempt.
 GitHub refusing for good (403, 404, a 422 after the fallback) stamps
 ``publish_failed_at``; anything transient (rate limits past the client's waits, 5xx,
 dropped connections) leaves the run for ``retry.republish_pending``, until
@@ -33,9 +34,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final, Literal
+from typing import Final
 
 import anyio
 import httpx
@@ -44,29 +44,28 @@ from service.budget.governor import Governor
 from service.config.repository.merge import Effective
 from service.config.schema import ChecksConfig, PublishConfig, ReviewConfig
 from service.engine.base import Finding
-from service.engine.findings import split_findings
 from service.github.client import GitHubClient
 from service.github.errors import Forbidden, GitHubError, NotFound, Unprocessable
-from service.github.pulls import PullRequest, read_pull
+from service.github.pulls import read_pull
 from service.github.threads import GraphQLFailed, resolve_thread
 from service.github.urls import web_url_for
 from service.observe.metrics.instruments import Metrics
-from service.publish import compose, lookup, memory, records
+from service.publish import compose, memory, records
 from service.publish.acknowledge import GitHubAck
 from service.publish.checks import text
 from service.publish.checks.marks import CheckMarks
 from service.publish.checks.outcome import concluded
-from service.publish.markers import OUTDATED, has_marker, run_marker, with_description_block
 from service.publish.memory import without_repeats
 from service.publish.notices import Notices
+from service.publish.posts import Permanent, Posts, PublishResult, Status
 from service.publish.publication import Publication
 from service.publish.run import RecordedRun
-from service.publish.safety import MAX_BODY, github_length
+from service.publish.safety import github_length
 from service.publish.summary import Summaries
 from service.publish.thresholds import limits, thresholds
 from service.runtime.alongside import alongside
 from service.storage import posted_findings, runs, summaries
-from service.storage.database import Database
+from service.storage.database import Database, Transaction
 from service.storage.queue import Claim
 
 log = logging.getLogger(__name__)
@@ -79,24 +78,6 @@ PUBLISH_LEASE: Final = timedelta(seconds=30)
 ATTEMPT_LIMIT: Final = timedelta(minutes=10)
 #: Attempts after which a run that only ever met transient failures is given up on.
 MAX_ATTEMPTS: Final = 10
-
-Status = Literal["published", "superseded", "dry_run", "refused", "failed", "retry", "skipped"]
-
-
-@dataclass(frozen=True)
-class PublishResult:
-    """How one attempt ended. ``existing`` is True when an earlier attempt's post was
-    found by its marker and recorded instead of posting again."""
-
-    dedupe_key: str
-    status: Status
-    comment_id: int | None = None
-    existing: bool = False
-
-
-class _Permanent(Exception):
-    """GitHub refused the publication for good (or the stored run cannot be posted)."""
-
 
 class GitHubPublisher:
     """Acknowledges claims and publishes recorded runs as the App (module docstring)."""
@@ -134,6 +115,9 @@ class GitHubPublisher:
             config=config, mention=mention, bot_login=bot_login)
         self._web_url = web_url_for(github.api_url)
         self._acker = GitHubAck(github, installations)
+        self._posts = Posts(store=store, github=github, record=self._record, config=config,
+                            mention=mention, bot_login=bot_login,
+                            repo_config=self._repo_config)
         self.notices = Notices(store=store, github=github, installations=installations,
                                config=config, mention=mention, bot_login=bot_login)
 
@@ -203,8 +187,8 @@ class GitHubPublisher:
         except (GitHubError, httpx.HTTPError) as exc:
             log.warning("could not resolve a fixed finding's thread: %s", exc, extra=extra)
         if done:
-            await self._db(posted_findings.mark, pub.repo, pub.pr_number, tuple(done),
-                           posted_findings.RESOLVED)
+            await self._store.write_async(posted_findings.mark, pub.repo, pub.pr_number,
+                                          tuple(done), posted_findings.RESOLVED)
             log.info("resolved %d thread(s) of findings that no longer hold", len(done),
                      extra=extra)
 
@@ -216,7 +200,7 @@ class GitHubPublisher:
         try:
             with anyio.fail_after(ATTEMPT_LIMIT.total_seconds()):
                 return await self._holding(key, self._attempt(pub, extra, anchors))
-        except (_Permanent, Forbidden, NotFound, Unprocessable) as exc:
+        except (Permanent, Forbidden, NotFound, Unprocessable) as exc:
             await self._give_up(key, self._clock())
             log.error("GitHub refused the publication; publish_failed_at stamped (clear it "
                       "to offer the run again): %s", exc, extra=extra)
@@ -239,8 +223,7 @@ class GitHubPublisher:
                 return PublishResult(key, "failed")
             return PublishResult(key, "retry")
         finally:
-            with anyio.CancelScope(shield=True):
-                await self._db(runs.release, key)
+            await self._store.write_async(runs.release, key, shield=True)
 
     async def _holding(self, key: str, attempt: Awaitable[PublishResult]) -> PublishResult:
         """``await attempt``, renewing the run's lease every third of its length meanwhile
@@ -258,7 +241,7 @@ class GitHubPublisher:
             await anyio.sleep(every)
             now = self._clock()
             try:
-                await self._db(runs.renew, key, now, now + self._lease)
+                await self._store.write_async(runs.renew, key, now, now + self._lease)
             except Exception:  # the store busy for a moment: the next renewal tries again
                 log.warning("could not renew the publication lease", exc_info=True,
                             extra={"dedupe_key": key})
@@ -277,18 +260,18 @@ class GitHubPublisher:
             return PublishResult(pub.dedupe_key, "refused")
         installation = await self._installations(pub.repo)
         pull = await read_pull(self._github, installation, pub.repo, pub.pr_number)
-        existing = await self._existing(installation, pub, pull)
+        existing = await self._posts.existing(installation, pub, pull)
         if existing is not None:
             log.info("found the run's earlier post by its marker; recorded, not posted again",
                      extra={**extra, "comment_id": existing.comment_id})
             return existing
         if pub.outcome == "failed":
-            return await self._refused(installation, pub, extra)
+            return await self._posts.refused(installation, pub, extra)
         if pull.head_sha != pub.head_sha:
-            return await self._superseded(installation, pub, pull, extra)
+            return await self._posts.superseded(installation, pub, pull, extra)
         if pub.is_describe:
-            return await self._describe(installation, pub, pull, extra)
-        return await self._review(installation, pub, extra, anchors)
+            return await self._posts.describe(installation, pub, pull, extra)
+        return await self._posts.review(installation, pub, extra, anchors)
 
     def _preview(self, pub: Publication) -> None:
         """Compose what would be posted (a dry run still proves it can be composed)."""
@@ -298,124 +281,6 @@ class GitHubPublisher:
             body = compose.review(pub, (), pub.findings, phrase=self._phrase).body
         log.info("dry run: would post %d characters", github_length(body),
                  extra={"dedupe_key": pub.dedupe_key, "repo": pub.repo, "pr": pub.pr_number})
-
-    async def _existing(self, installation: int, pub: Publication,
-                        pull: PullRequest) -> PublishResult | None:
-        marker = run_marker(pub.dedupe_key)
-        if pub.is_describe and has_marker(pull.body, marker):
-            await self._record(pub, self._found_outcome(pub, pull.body), published=True,
-                               comment_id=None)
-            return PublishResult(pub.dedupe_key, "published", existing=True)
-        found = await lookup.find_post(self._github, installation, pub.repo, pub.pr_number,
-                                       marker, bot_login=self._bot_login())
-        if found is None:
-            return None
-        posted: tuple[int, ...] = (found.id,)
-        if found.where == "review":
-            posted = await lookup.review_comment_ids(self._github, installation, pub.repo,
-                                                     pub.pr_number, found.id)
-        outcome = self._found_outcome(pub, found.body)
-        await self._record(pub, outcome, published=True, comment_id=found.id, posted=posted)
-        return PublishResult(pub.dedupe_key, outcome, comment_id=found.id, existing=True)
-
-    @staticmethod
-    def _found_outcome(pub: Publication, body: str) -> Status:
-        if pub.outcome == "failed":
-            return "refused"
-        return "superseded" if has_marker(body, OUTDATED) else "published"
-
-    # -- the kinds of post ----------------------------------------------------------------
-
-    async def _refused(self, installation: int, pub: Publication,
-                       extra: dict[str, object]) -> PublishResult:
-        asker = await lookup.fetch_asker(self._github, installation, pub.repo,
-                                         pub.comment_id, pub.comment_source)
-        comment_id = await self._comment(
-            installation, pub, compose.failure_comment(pub, asker, phrase=self._phrase))
-        await self._record(pub, "refused", published=True, comment_id=comment_id,
-                           posted=(comment_id,))
-        log.info("the run failed; told the person who asked", extra=extra)
-        return PublishResult(pub.dedupe_key, "refused", comment_id=comment_id)
-
-    async def _superseded(self, installation: int, pub: Publication, pull: PullRequest,
-                          extra: dict[str, object]) -> PublishResult:
-        extra = {**extra, "head": pull.head_sha, "reviewed": pub.head_sha}
-        if not pub.is_mention:
-            await self._record(pub, "superseded", published=False, comment_id=None,
-                               new_head=pull.head_sha)
-            log.info("superseded: the head moved on; nothing posted", extra=extra)
-            return PublishResult(pub.dedupe_key, "superseded")
-        comment_id = await self._comment(
-            installation, pub, compose.outdated_comment(pub, pull.head_sha, phrase=self._phrase))
-        await self._record(pub, "superseded", published=True, comment_id=comment_id,
-                           posted=(comment_id,))
-        log.info("superseded: posted as an outdated comment", extra=extra)
-        return PublishResult(pub.dedupe_key, "superseded", comment_id=comment_id)
-
-    async def _describe(self, installation: int, pub: Publication, pull: PullRequest,
-                        extra: dict[str, object]) -> PublishResult:
-        if self._config().describe_updates_body:
-            block = compose.description_block(pub, phrase=self._phrase,
-                                              limit=MAX_BODY // 2)
-            body = with_description_block(pull.body, block)
-            if github_length(body) <= MAX_BODY:
-                await self._github.patch_json(
-                    installation, f"/repos/{pub.repo}/pulls/{pub.pr_number}", {"body": body})
-                await self._record(pub, "published", published=True, comment_id=None)
-                log.info("description written into the pull request body", extra=extra)
-                return PublishResult(pub.dedupe_key, "published")
-            log.warning("the pull request body has no room for the description; posting "
-                        "it as a comment", extra=extra)
-        comment_id = await self._comment(
-            installation, pub, compose.description_comment(pub, phrase=self._phrase))
-        await self._record(pub, "published", published=True, comment_id=comment_id,
-                           posted=(comment_id,))
-        log.info("description posted", extra={**extra, "comment_id": comment_id})
-        return PublishResult(pub.dedupe_key, "published", comment_id=comment_id)
-
-    async def _review(self, installation: int, pub: Publication,
-                      extra: dict[str, object], anchors: str | None = None
-                      ) -> PublishResult:
-        path = f"/repos/{pub.repo}/pulls/{pub.pr_number}/reviews"
-        inline: tuple[Finding, ...] = ()
-        body_only = pub.findings
-        if pub.findings:
-            diff = anchors if anchors is not None else await lookup.read_diff(
-                self._github, installation, pub.repo, pub.pr_number)
-            inline, body_only = split_findings(pub.findings, diff)
-        notes: tuple[str, ...] = ()
-        if pub.is_mention:  # a person asked: the answer names what is wrong with the file
-            notes = (await anyio.to_thread.run_sync(self._repo_config, pub.repo)).notes
-        post = compose.review(pub, inline, body_only, phrase=self._phrase, config_notes=notes)
-        post_inline = inline
-        try:
-            data = await self._github.post_json(installation, path, post.payload(pub.head_sha))
-        except Unprocessable as exc:
-            if not post.comments:
-                raise
-            log.warning("GitHub refused an inline anchor (%s); posting once more with every "
-                        "finding in the body", exc.message, extra=extra)
-            await self._db(runs.count_attempt, pub.dedupe_key)
-            post = compose.review(pub, (), pub.findings, phrase=self._phrase, fallback=True,
-                                  config_notes=notes)
-            post_inline = ()
-            data = await self._github.post_json(installation, path, post.payload(pub.head_sha))
-        review_id = _id_of(data)
-        posted: tuple[int, ...] = ()
-        if post.comments:
-            posted = await lookup.review_comment_ids(self._github, installation, pub.repo,
-                                                     pub.pr_number, review_id)
-        await self._record(pub, "published", published=True, comment_id=review_id,
-                           posted=posted, inline=post_inline)
-        log.info("review posted", extra={**extra, "review_id": review_id,
-                                         "inline": len(post.comments),
-                                         "in_body": len(pub.findings) - len(post.comments)})
-        return PublishResult(pub.dedupe_key, "published", comment_id=review_id)
-
-    async def _comment(self, installation: int, pub: Publication, body: str) -> int:
-        data = await self._github.post_json(
-            installation, f"/repos/{pub.repo}/issues/{pub.pr_number}/comments", {"body": body})
-        return _id_of(data)
 
     # -- the store ------------------------------------------------------------------------
 
@@ -434,49 +299,36 @@ class GitHubPublisher:
                       fail_on=repository.fail_on(self._checks()), new_head=new_head),
             repository.notes)
 
-        def work() -> None:
-            with self._store.transaction() as conn:
-                if records.record_outcome(conn, key=pub.dedupe_key, repo=pub.repo,
-                                          outcome=outcome, now=now, published=published,
-                                          comment_id=comment_id, posted=ids):
-                    self._marks.end_open(conn, pub.dedupe_key, check, now)
-                    posted_findings.remember(conn, pub.repo, pub.pr_number,
-                                             head_sha=pub.head_sha, posted=shown, now=now)
-                    if summarise:
-                        summaries.request(conn, pub.repo, pub.pr_number, now)
-        await anyio.to_thread.run_sync(work)
+        def work(tx: Transaction) -> None:
+            if records.record_outcome(tx, key=pub.dedupe_key, repo=pub.repo,
+                                      outcome=outcome, now=now, published=published,
+                                      comment_id=comment_id, posted=ids):
+                self._marks.end_open(tx, pub.dedupe_key, check, now)
+                posted_findings.remember(tx, pub.repo, pub.pr_number,
+                                         head_sha=pub.head_sha, posted=shown, now=now)
+                if summarise:
+                    summaries.request(tx, pub.repo, pub.pr_number, now)
+        await self._store.write_async(work)
 
     async def _give_up(self, key: str, now: datetime) -> None:
         """Stamp ``publish_failed_at``; the check run says the review could not be posted."""
-        def work() -> None:
-            with self._store.transaction() as conn:
-                runs.fail(conn, key, now)
-                self._marks.end_open(conn, key, text.not_posted(), now)
-        await anyio.to_thread.run_sync(work)
+        def work(tx: Transaction) -> None:
+            runs.fail(tx, key, now)
+            self._marks.end_open(tx, key, text.not_posted(), now)
+        await self._store.write_async(work)
 
     async def _claim(self, key: str, now: datetime) -> Publication | None:
-        def work() -> Publication | None:
-            with self._store.transaction() as conn:
-                pub = records.claim(conn, key, now, now + self._lease)
-                if pub is None:
-                    return None
-                known = posted_findings.fingerprints(conn, pub.repo, pub.pr_number)
+        def claim(tx: Transaction) -> Publication | None:
+            pub = records.claim(tx, key, now, now + self._lease)
+            if pub is None:
+                return None
             # Not raised again: what was posted on this pull request before.
-            pub = without_repeats(pub, known)
-            # What is posted: the thresholds in force (the repository's, or the operator's).
-            least, most = limits(self._review_config(), self._repo_config(pub.repo))
-            return thresholds(pub, least, most)
-        return await anyio.to_thread.run_sync(work)
-
-    async def _db(self, fn: Callable[..., object], *args: Any) -> None:
-        def work() -> None:
-            with self._store.transaction() as conn:
-                fn(conn, *args)
-        await anyio.to_thread.run_sync(work)
-
-
-def _id_of(data: object) -> int:
-    value = data.get("id") if isinstance(data, dict) else None
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise _Permanent("GitHub's answer has no id")
-    return value
+            return without_repeats(pub, posted_findings.fingerprints(tx, pub.repo,
+                                                                      pub.pr_number))
+        pub = await self._store.write_async(claim)
+        if pub is None:
+            return None
+        # What is posted: the thresholds in force (the repository's, or the operator's).
+        repository = await anyio.to_thread.run_sync(self._repo_config, pub.repo)
+        least, most = limits(self._review_config(), repository)
+        return thresholds(pub, least, most)

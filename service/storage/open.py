@@ -4,7 +4,7 @@ backend."""
 
 from __future__ import annotations
 
-from service.config.schema import StoreConfig
+from service.config.connections import StoreConfig
 from service.storage.database import Database
 
 __all__ = ["open_store", "store_label"]

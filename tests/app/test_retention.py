@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from service.app.retention import delay_of, sweep
+from service.config.connections import ENV_PRIVATE_KEY, ENV_WEBHOOK_SECRET
 from service.config.errors import ConfigError
-from service.config.schema import ENV_PRIVATE_KEY, ENV_WEBHOOK_SECRET, RetentionConfig
+from service.config.schema import RetentionConfig
 from service.config.validate import parse_config
 from service.engine.base import Description
 from service.intake.rules.decisions import Close

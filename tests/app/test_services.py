@@ -9,14 +9,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from service.app.services import Services, service_redactor, utc_now
-from service.config.schema import (
-    BudgetConfig,
-    Config,
-    EngineConfig,
-    GitHubConfig,
-    ServerConfig,
-    TriggersConfig,
-)
+from service.config.connections import GitHubConfig, ServerConfig
+from service.config.schema import BudgetConfig, Config, EngineConfig, TriggersConfig
 from service.config.secret import Secret
 from service.intake.webhook.installations import InstallationChange
 from service.runtime.nap import Bell

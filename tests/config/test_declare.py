@@ -8,9 +8,10 @@ import dataclasses
 import re
 
 from service.config.checks import SECTION_CHECKS
+from service.config.connections import GitHubConfig
 from service.config.declare import REQUIRED, keys_of
 from service.config.describe import describe_config, key_tables
-from service.config.schema import SECTIONS, BudgetConfig, Config, GitHubConfig, TriggersConfig
+from service.config.schema import SECTIONS, BudgetConfig, Config, TriggersConfig
 from service.config.secret import Secret
 from tests.kit.paths import CHECKOUT
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from service.config.connections import GitHubConfig, ServerConfig
 from service.config.errors import ConfigError
 from service.config.schema import (
     ASSOCIATIONS,
@@ -17,12 +18,10 @@ from service.config.schema import (
     BudgetConfig,
     Config,
     EngineConfig,
-    GitHubConfig,
     PollerConfig,
     PublishConfig,
     RetentionConfig,
     ReviewConfig,
-    ServerConfig,
     TriggersConfig,
     WorkersConfig,
 )
@@ -572,38 +571,3 @@ def test_config_is_frozen(secrets_dir: Path) -> None:
     with pytest.raises(AttributeError):
         config.budget.enabled = False  # type: ignore[misc]
 
-
-# --- the store -------------------------------------------------------------------------------
-
-
-def test_the_store_is_the_sqlite_file_unless_a_postgresql_url_is_given(
-        secrets_dir: Path) -> None:
-    assert parse_config(minimal(), {}, secrets_dir).store.url is None
-    (secrets_dir / "pg-password").write_text("s3cret\n")
-    data = with_key("store.url", "postgresql://reviewer@db.internal:5432/reviews?sslmode=require")
-    data["store"]["password_file"] = "pg-password"
-    store = parse_config(data, {}, secrets_dir).store
-    assert store.url == "postgresql://reviewer@db.internal:5432/reviews?sslmode=require"
-    assert store.password is not None and store.password.reveal() == "s3cret"
-    assert "s3cret" not in repr(store)
-    # Beside a URL, the path names the directory for the checkout cache and engine homes.
-    data["store"]["path"] = "/var/lib/agent/state.db"
-    assert parse_config(data, {}, secrets_dir).store.path == "/var/lib/agent/state.db"
-
-
-@pytest.mark.parametrize(("store", "problem"), [
-    ({"url": "mysql://db/reviews"}, 'store.url: must be a postgresql:// URL, got "mysql://db/reviews"'),
-    ({"url": "postgresql://reviewer:hunter2@db/reviews"},
-     "store.url: must not hold a password: put it in store.password_file, or give it to libpq "
-     "as PGPASSWORD or in ~/.pgpass"),
-    ({"password_file": "pg-password"},
-     "store.password_file: is for store.url; the SQLite file needs none"),
-])
-def test_store_settings_that_cannot_both_hold_are_refused(
-        secrets_dir: Path, store: dict[str, str], problem: str) -> None:
-    (secrets_dir / "pg-password").write_text("s3cret")
-    data = minimal()
-    data["store"] = store
-    problems = problems_of(data, secrets_dir)
-    assert problems == [problem]
-    assert not any("hunter2" in p for p in problems)

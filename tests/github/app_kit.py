@@ -15,7 +15,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from service.config.schema import GitHubConfig
+from service.config.connections import GitHubConfig
 from service.config.secret import Secret
 from service.github.client import GitHubClient
 from tests.github.client_kit import FakeClock, FakeSleep

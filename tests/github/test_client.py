@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from service import __version__
-from service.config.schema import GitHubConfig
+from service.config.connections import GitHubConfig
 from service.config.secret import Secret
 from service.github.actors import APP
 from service.github.client import GitHubClient

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from service.config.connections import ENV_PRIVATE_KEY, ENV_WEBHOOK_SECRET
 from service.config.errors import ConfigError
-from service.config.schema import ENV_PRIVATE_KEY, ENV_WEBHOOK_SECRET
 from service.config.validate import parse_config
 from service.engine.base import Assessment, Finding
 from service.intake.rules.mention import find_mention

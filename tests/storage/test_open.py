@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from service.config.schema import StoreConfig
+from service.config.connections import StoreConfig
 from service.storage.open import open_store, store_label
 from service.storage.postgres import PostgresStore
 from service.storage.sqlite import SqliteStore

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from service.config.schema import StoreConfig
+from service.config.connections import StoreConfig
 from service.observe.health import Health
 from service.storage.errors import NestedTransactionError, is_contention
 from service.storage.open import open_store, store_label

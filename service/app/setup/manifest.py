@@ -15,7 +15,7 @@ from typing import Any, Final
 from urllib.parse import quote, urlencode
 
 from service.config.checks import public_url_problem
-from service.config.schema import ServerConfig
+from service.config.connections import ServerConfig
 
 __all__ = [
     "MANIFEST",

@@ -14,7 +14,7 @@ from service.app.setup.manifest import (
     public_url_for,
     registration_url,
 )
-from service.config.schema import ServerConfig
+from service.config.connections import ServerConfig
 from tests.kit.paths import CHECKOUT
 from tests.simulator import World
 
