@@ -404,6 +404,7 @@ def test_one_launcher_starts_serve_and_the_simulator_and_one_free_port() -> None
 _DECLARATIONS_ONLY = {
     "github/actors": "three names: the App actor, the Actor and Clock types",
     "publish/ports": "the Protocol the worker publishes through",
+    "budget/refusal": "the Refusal record and the metrics Protocol the governor reports to",
 }
 
 

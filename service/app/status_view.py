@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from service.budget.governor import Governor, Refusal
+from service.budget.governor import Governor
+from service.budget.refusal import Refusal
 from service.budget.snapshot import Snapshot
 from service.observe.health import Health
 from service.storage import ledger, repository_polls, runs

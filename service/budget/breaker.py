@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -33,6 +34,8 @@ from service.config.schema import BudgetConfig
 from service.storage import budget_state
 from service.storage.database import Transaction
 from service.storage.times import from_db_time, to_db_time
+
+log = logging.getLogger(__name__)
 
 #: How long the breaker stays tripped when the engine did not say when the limit resets:
 #: the plan's session window, the shortest of its limits and the usual one to hit.
@@ -168,24 +171,33 @@ def tripped_state(state: BreakerState, *, now: datetime, resets_at: datetime | N
 
 
 def record_trip(conn: Transaction, *, now: datetime, resets_at: datetime | None,
-                config: BudgetConfig) -> tuple[int, BreakerState, bool]:
-    """Trip the breaker at ``now`` through ``conn``.
+                config: BudgetConfig) -> BreakerState:
+    """Trip the breaker at ``now`` through ``conn``, and return the new state.
 
-    Returns the effective % before, the new state, and whether this was a new trip. A
-    trip while already tripped is the same event seen by another run in flight: it only
+    A trip while already tripped is the same event seen by another run in flight: it only
     pushes ``tripped_until`` later, and neither recalibrates nor counts as a trip.
     Otherwise the calibration is taken from the windows at ``config``'s configured limits.
     """
+    for name, t in (("now", now), ("resets_at", resets_at)):
+        if t is not None and (t.tzinfo is None or t.utcoffset() is None):
+            raise ValueError(f"{name} must be timezone-aware, got {t.isoformat()}")
     state = read_breaker(conn)
     current = state.effective_pct(now)
-    fresh = state.tripped_until is None or not state.tripped(now)
-    if state.tripped_until is not None and not fresh:
+    if state.tripped_until is not None and state.tripped(now):
         new = replace(state, tripped_until=max(state.tripped_until, trip_until(now, resets_at)))
-    else:
-        pct = recalibrated(current, measure(conn, now, config))
-        new = tripped_state(state, now=now, resets_at=resets_at, new_pct=pct)
+        write_breaker(conn, new)
+        log.info("usage limit reported while the breaker is already tripped; "
+                 "tripped until %s", new.tripped_until)
+        return new
+    pct = recalibrated(current, measure(conn, now, config))
+    new = tripped_state(state, now=now, resets_at=resets_at, new_pct=pct)
     write_breaker(conn, new)
-    return current, new, fresh
+    log.warning("usage limit reached: the breaker is tripped until %s and the limits are "
+                "calibrated from %d%% to %d%% (%d trip(s) in 365 days)",
+                new.tripped_until, current, new.calibrated_pct, len(new.trips),
+                extra={"tripped_until": to_db_time(new.tripped_until or now),
+                       "calibrated_pct": new.calibrated_pct})
+    return new
 
 
 def write_breaker(conn: Transaction, state: BreakerState) -> None:

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Final, Literal, Protocol
+from typing import Final
 
 from service.budget.breaker import BreakerState, read_breaker, record_trip, reset_breaker
-from service.budget.dollars import MONTHLY, costs_since
+from service.budget.dollars import MONTHLY
 from service.budget.ladder import EXHAUSTED_PCT, MENTION_ONLY_PCT, Gauge, Mode, first_at, mode_for
 from service.budget.limits import over_cap, pacer_frees_at, repository_frees_at
 from service.budget.policy import (
@@ -28,60 +27,31 @@ from service.budget.policy import (
     publish,
     read_policy,
 )
-from service.budget.snapshot import BreakerView, PolicyView, Snapshot
-from service.budget.usage import STOP_REASONS, Usage
+from service.budget.refusal import AdmissionCounter, Refusal, RefusalReason
+from service.budget.snapshot import Snapshot, read_snapshot
+from service.budget.usage import Usage, settlement_of
 from service.budget.view import View, read_view
-from service.budget.windows import WINDOWS, ActorCharge, tightest
+from service.budget.windows import ActorCharge, tightest
 from service.config.schema import BudgetConfig
 from service.storage import ledger
 from service.storage.database import Database, Transaction
 from service.storage.errors import STORE_ERRORS
 from service.storage.queue import Claim
 from service.storage.queue_lease import NothingAdmissible
-from service.storage.times import to_db_time
-
-
-class AdmissionCounter(Protocol):
-    """What the governor tells the process's metrics
-    (``service.observe.metrics.instruments.Metrics``)."""
-
-    def admitted(self, rung: str) -> None: ...
-
-    def refused(self, rung: str, reason: str) -> None: ...
 
 log = logging.getLogger(__name__)
 
-RefusalReason = Literal["disabled", "exhausted", "mention_only", "insufficient", "breaker",
-                        "per_actor", "per_installation", "repository", "pacer",
-                        "monthly_usd"]
-#: Refusals worth a WARNING: nothing at all is being admitted.
 #: The named lock every admission and every lapsed reservation's closing takes first, held
 #: until the claim commits: no two claims (on any host) read the windows' remaining
 #: allowance and reserve against it at once. (PostgreSQL: a transaction-scoped advisory
 #: lock, chosen over SERIALIZABLE with retry — docs/STORAGE.md has the measurement.)
 BUDGET_LOCK: Final = "budget"
 
+#: Refusals worth a WARNING: nothing at all is being admitted.
 _LOUD: Final = frozenset({"disabled", "exhausted", "breaker", "monthly_usd"})
-
-@dataclass(frozen=True)
-class Refusal:
-    """Why a candidate was not admitted: enough for the notice to the person who asked."""
-
-    dedupe_key: str
-    reason: RefusalReason
-    mode: Mode
-    window: str | None         # which window refused ("monthly" for dollars), if any
-    frees_at: datetime | None  # when that refusal can lift (a charge ages out, a reset)
-    at: datetime
-
 
 def _system_clock() -> datetime:
     return datetime.now(UTC)
-
-
-def _aware(name: str, t: datetime | None) -> None:
-    if t is not None and (t.tzinfo is None or t.utcoffset() is None):
-        raise ValueError(f"{name} must be timezone-aware, got {t.isoformat()}")
 
 
 class Governor:
@@ -365,16 +335,9 @@ class Governor:
         transaction, until ``resets_at`` when the engine said when the limit resets —
         even when the row was no longer ours: the limit is a fact about the plan.
         """
-        if stop_reason not in STOP_REASONS:
-            raise ValueError(f"stop_reason must be one of {STOP_REASONS}, got {stop_reason!r}")
-        if resets_at is not None and stop_reason != "usage_limit":
-            raise ValueError("resets_at is only meaningful with stop_reason 'usage_limit'")
-        _aware("resets_at", resets_at)
-        settlement = ledger.Settlement(
-            tokens=usage.tokens, confidence=usage.confidence, engine=usage.engine,
-            model=usage.model, stop_reason=stop_reason, reviewed_lines=reviewed_lines,
-            reviewed_since=reviewed_since,
-            cost_usd=None if usage.cost_usd is None else float(usage.cost_usd))
+        settlement = settlement_of(usage, stop_reason=stop_reason,
+                                   reviewed_lines=reviewed_lines,
+                                   reviewed_since=reviewed_since, resets_at=resets_at)
 
         def run(c: Transaction) -> bool:
             self._store.lock(c, BUDGET_LOCK)
@@ -396,8 +359,7 @@ class Governor:
 
     # -- the circuit breaker ----------------------------------------------------------------
 
-    def trip(self, *, now: datetime, resets_at: datetime | None = None,
-             conn: Transaction | None = None) -> BreakerState:
+    def trip(self, *, now: datetime, resets_at: datetime | None = None) -> BreakerState:
         """Reality refused (a run ended ``usage_limit``): admit nothing until ``resets_at``
         (or ``DEFAULT_TRIP`` from now), and calibrate the limits down. Returns the new state.
 
@@ -405,37 +367,21 @@ class Governor:
         only extends ``tripped_until`` and neither recalibrates nor counts as a trip.
         ``settle(..., stop_reason='usage_limit')`` calls this itself.
         """
-        if conn is None:
-            with self._store.transaction() as own:
-                return self._trip(own, now=now, resets_at=resets_at)
-        return self._trip(conn, now=now, resets_at=resets_at)
+        with self._store.transaction() as tx:
+            return self._trip(tx, now=now, resets_at=resets_at)
 
     def _trip(self, conn: Transaction, *, now: datetime, resets_at: datetime | None
               ) -> BreakerState:
-        _aware("now", now)
-        _aware("resets_at", resets_at)
         policy = read_policy(conn)
         config = self._config if policy is None else policy.apply(self._config)
-        before, after, fresh = record_trip(conn, now=now, resets_at=resets_at, config=config)
+        after = record_trip(conn, now=now, resets_at=resets_at, config=config)
         self._memo = None
-        if not fresh:
-            log.info("usage limit reported while the breaker is already tripped; "
-                     "tripped until %s", after.tripped_until)
-        else:
-            log.warning("usage limit reached: the breaker is tripped until %s and the limits "
-                        "are calibrated from %d%% to %d%% (%d trip(s) in 365 days)",
-                        after.tripped_until, before, after.calibrated_pct, len(after.trips),
-                        extra={"tripped_until": to_db_time(after.tripped_until or now),
-                               "calibrated_pct": after.calibrated_pct})
         return after
 
-    def reset_calibration(self, *, conn: Transaction | None = None) -> None:
+    def reset_calibration(self) -> None:
         """Forget every trip: back to 100 %, untripped (``budget --reset-calibration``)."""
-        if conn is None:
-            with self._store.transaction() as own:
-                reset_breaker(own)
-        else:
-            reset_breaker(conn)
+        with self._store.transaction() as tx:
+            reset_breaker(tx)
         self._memo = None
         log.warning("budget calibration reset: limits back to 100%, breaker closed")
 
@@ -449,33 +395,5 @@ class Governor:
 
     def snapshot(self, now: datetime) -> Snapshot:
         """Everything that decides, as the next claim at ``now`` would see it."""
-        local = self._config
-        with self._store.read() as conn:
-            view = read_view(conn, now, local, dollars=True)
-            self._disagreements.note(view.policy, local)
-            window_usd = {w.name: costs_since(conn, now - w.duration).micro_usd
-                          for w in WINDOWS}
-            spend = ledger.installation_spend(conn, [(w.name, now - w.duration)
-                                                     for w in WINDOWS])
-        config, breaker, policy = view.config, view.breaker, view.policy
-        tripped = breaker.tripped(now)
-        mode = (Mode.EXHAUSTED if not config.enabled or tripped
-                else mode_for(view.gauges))
-        return Snapshot(
-            now=now, enabled=config.enabled, mode=mode, tightest=tightest(view.windows).name,
-            max_run_tokens=config.max_run_tokens, windows=view.windows,
-            breaker=BreakerView(
-                tripped=tripped, tripped_until=breaker.tripped_until,
-                calibrated_pct=breaker.calibrated_pct, effective_pct=view.pct,
-                last_trip_at=breaker.last_trip_at,
-                trips_remembered=breaker.trips_within_memory(now)),
-            per_actor_pct=config.per_actor_pct,
-            per_installation_pct=config.per_installation_pct,
-            repository_reviews_per_day=config.repository_reviews_per_day,
-            installations=tuple((inst, tuple(charges)) for inst, charges in spend),
-            max_reviews_per_pr=config.max_reviews_per_pr,
-            policy=PolicyView() if policy is None else PolicyView(
-                authority=policy.authority, written_at=policy.written_at,
-                overrides_local=policy.overrides(local), error=policy.error),
-            window_usd=window_usd, monthly=view.dollars,
-        )
+        with self._store.read() as tx:
+            return read_snapshot(tx, now, self._config, self._disagreements)

@@ -6,9 +6,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from service.budget.dollars import DollarWindow, usd
-from service.budget.ladder import Mode
-from service.budget.windows import WindowState
+from service.budget.dollars import DollarWindow, costs_since, usd
+from service.budget.ladder import Mode, mode_for
+from service.budget.policy import DisagreementLog
+from service.budget.view import read_view
+from service.budget.windows import WINDOWS, WindowState, tightest
+from service.config.schema import BudgetConfig
+from service.storage import ledger
+from service.storage.database import Transaction
 
 
 def _iso(t: datetime | None) -> str | None:
@@ -107,3 +112,35 @@ class Snapshot:
             "policy": self.policy.as_json(),
             "monthly": None if self.monthly is None else self.monthly.as_json(),
         }
+
+
+def read_snapshot(tx: Transaction, now: datetime, local: BudgetConfig,
+                  disagreements: DisagreementLog) -> Snapshot:
+    """Everything that decides, as the next claim at ``now`` would see it, read in ``tx``;
+    ``local`` is this process's config (the shared policy, where one is stored, wins)."""
+    view = read_view(tx, now, local, dollars=True)
+    disagreements.note(view.policy, local)
+    window_usd = {w.name: costs_since(tx, now - w.duration).micro_usd for w in WINDOWS}
+    spend = ledger.installation_spend(tx, [(w.name, now - w.duration) for w in WINDOWS])
+    config, breaker, policy = view.config, view.breaker, view.policy
+    tripped = breaker.tripped(now)
+    mode = (Mode.EXHAUSTED if not config.enabled or tripped
+            else mode_for(view.gauges))
+    return Snapshot(
+        now=now, enabled=config.enabled, mode=mode, tightest=tightest(view.windows).name,
+        max_run_tokens=config.max_run_tokens, windows=view.windows,
+        breaker=BreakerView(
+            tripped=tripped, tripped_until=breaker.tripped_until,
+            calibrated_pct=breaker.calibrated_pct, effective_pct=view.pct,
+            last_trip_at=breaker.last_trip_at,
+            trips_remembered=breaker.trips_within_memory(now)),
+        per_actor_pct=config.per_actor_pct,
+        per_installation_pct=config.per_installation_pct,
+        repository_reviews_per_day=config.repository_reviews_per_day,
+        installations=tuple((inst, tuple(charges)) for inst, charges in spend),
+        max_reviews_per_pr=config.max_reviews_per_pr,
+        policy=PolicyView() if policy is None else PolicyView(
+            authority=policy.authority, written_at=policy.written_at,
+            overrides_local=policy.overrides(local), error=policy.error),
+        window_usd=window_usd, monthly=view.dollars,
+    )

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Final, Literal
+
+from service.storage.ledger import Settlement
 
 Confidence = Literal["exact", "estimated", "unavailable"]
 CONFIDENCES: Final = ("exact", "estimated", "unavailable")
@@ -43,3 +46,23 @@ class Usage:
                 isinstance(self.cost_usd, bool) or not isinstance(self.cost_usd, int | float)
                 or not math.isfinite(self.cost_usd) or self.cost_usd < 0):
             raise ValueError("cost_usd must be a finite, non-negative number of dollars")
+
+
+def settlement_of(usage: Usage, *, stop_reason: str, reviewed_lines: int | None,
+                  reviewed_since: str | None, resets_at: datetime | None) -> Settlement:
+    """The ledger's record of a run that cost ``usage`` and ended for ``stop_reason``.
+
+    ``resets_at`` (when a plan limit lifts) belongs only to ``usage_limit`` and must be
+    aware; anything else is a caller's mistake, refused with ``ValueError``.
+    """
+    if stop_reason not in STOP_REASONS:
+        raise ValueError(f"stop_reason must be one of {STOP_REASONS}, got {stop_reason!r}")
+    if resets_at is not None and stop_reason != "usage_limit":
+        raise ValueError("resets_at is only meaningful with stop_reason 'usage_limit'")
+    if resets_at is not None and (resets_at.tzinfo is None or resets_at.utcoffset() is None):
+        raise ValueError(f"resets_at must be timezone-aware, got {resets_at.isoformat()}")
+    return Settlement(
+        tokens=usage.tokens, confidence=usage.confidence, engine=usage.engine,
+        model=usage.model, stop_reason=stop_reason, reviewed_lines=reviewed_lines,
+        reviewed_since=reviewed_since,
+        cost_usd=None if usage.cost_usd is None else float(usage.cost_usd))

@@ -36,7 +36,8 @@ from typing import Any, Final
 import anyio
 import httpx
 
-from service.budget.governor import Governor, Refusal
+from service.budget.governor import Governor
+from service.budget.refusal import Refusal
 from service.budget.snapshot import Snapshot
 from service.config.schema import PublishConfig
 from service.github.client import GitHubClient

@@ -28,7 +28,8 @@ from typing import Any, Final
 
 import httpx
 
-from service.budget.governor import Governor, Refusal
+from service.budget.governor import Governor
+from service.budget.refusal import Refusal
 from service.config.schema import ChecksConfig, PublishConfig
 from service.github.client import GitHubClient
 from service.github.errors import GitHubError
