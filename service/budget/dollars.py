@@ -23,7 +23,7 @@ from typing import Final
 
 from service.config.checks import DEFAULT_USD_PER_MILLION_TOKENS
 from service.config.schema import BudgetConfig
-from service.storage import ledger
+from service.storage import ledger_windows
 from service.storage.database import Transaction
 
 MONTH: Final = timedelta(days=30)
@@ -41,7 +41,7 @@ class Costs:
 
 
 def costs_since(conn: Transaction, start: datetime) -> Costs:
-    m, t, r = ledger.costs_since(conn, start)
+    m, t, r = ledger_windows.costs_since(conn, start)
     return Costs(micro_usd=m, tokens=t, runs=r)
 
 
@@ -132,7 +132,7 @@ def measure_dollars(conn: Transaction, now: datetime, config: BudgetConfig
     """The dollar window at ``now``: five indexed reads, whatever the ledger's size."""
     start = now - MONTH
     costs = costs_since(conn, start)
-    charged, reserved, oldest = ledger.window_charge(conn, start)
+    charged, reserved, oldest = ledger_windows.window_charge(conn, start)
     rate = rate_from(costs)
     unpriced_tokens = max(0, charged - reserved - costs.tokens)
     limit = config.monthly_usd

@@ -33,7 +33,7 @@ from service.budget.usage import Usage, settlement_of
 from service.budget.view import View, read_view
 from service.budget.windows import ActorCharge, tightest
 from service.config.schema import BudgetConfig
-from service.storage import ledger
+from service.storage import ledger, ledger_windows
 from service.storage.database import Database, Transaction
 from service.storage.errors import STORE_ERRORS
 from service.storage.queue import Claim
@@ -217,7 +217,7 @@ class Governor:
             return refused("repository", mode, None, capped_repo), False
         if config.per_installation_pct < 100:
             # A repository not (yet) known to be installed has no installation to charge.
-            installation = ledger.installation_of(conn, claim.job.repo)
+            installation = ledger_windows.installation_of(conn, claim.job.repo)
             capped = None if installation is None else self._share(
                 conn, key, ("installation", installation), now, view)
             if capped is not None:

@@ -12,7 +12,7 @@ from typing import Final
 
 from service.budget.windows import DAILY, ActorCharge, WindowState, measure_actor
 from service.config.schema import BudgetConfig
-from service.storage import ledger
+from service.storage import ledger_windows
 from service.storage.database import Transaction
 from service.storage.queue import Claim
 
@@ -28,7 +28,7 @@ def pacer_frees_at(conn: Transaction, claim: Claim, now: datetime,
     A pull request that has had ``max_reviews_per_pr`` counted runs in the last 24 hours
     waits until the oldest of the ones over the limit leaves that window.
     """
-    runs = ledger.pacer_times(conn, repo=claim.job.repo, pr_number=claim.job.pr_number,
+    runs = ledger_windows.pacer_times(conn, repo=claim.job.repo, pr_number=claim.job.pr_number,
                               key=claim.dedupe_key, start=now - PACER_WINDOW,
                               exempt=PACER_EXEMPT)
     over = len(runs) - config.max_reviews_per_pr
@@ -42,7 +42,7 @@ def repository_frees_at(conn: Transaction, claim: Claim, now: datetime,
     cap = dict(config.repository_reviews_per_day).get(claim.job.repo.lower())
     if cap is None:
         return None
-    runs = ledger.repository_times(conn, repo=claim.job.repo, key=claim.dedupe_key,
+    runs = ledger_windows.repository_times(conn, repo=claim.job.repo, key=claim.dedupe_key,
                                    start=now - PACER_WINDOW, exempt=PACER_EXEMPT)
     over = len(runs) - cap
     return None if over < 0 else runs[over] + PACER_WINDOW

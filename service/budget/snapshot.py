@@ -12,7 +12,7 @@ from service.budget.policy import DisagreementLog
 from service.budget.view import read_view
 from service.budget.windows import WINDOWS, WindowState, tightest
 from service.config.schema import BudgetConfig
-from service.storage import ledger
+from service.storage import ledger_windows
 from service.storage.database import Transaction
 
 
@@ -121,7 +121,7 @@ def read_snapshot(tx: Transaction, now: datetime, local: BudgetConfig,
     view = read_view(tx, now, local, dollars=True)
     disagreements.note(view.policy, local)
     window_usd = {w.name: costs_since(tx, now - w.duration).micro_usd for w in WINDOWS}
-    spend = ledger.installation_spend(tx, [(w.name, now - w.duration) for w in WINDOWS])
+    spend = ledger_windows.installation_spend(tx, [(w.name, now - w.duration) for w in WINDOWS])
     config, breaker, policy = view.config, view.breaker, view.policy
     tripped = breaker.tripped(now)
     mode = (Mode.EXHAUSTED if not config.enabled or tripped

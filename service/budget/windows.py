@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from service.config.schema import BudgetConfig
-from service.storage import ledger
+from service.storage import ledger_windows
 from service.storage.database import Transaction
 
 
@@ -79,7 +79,7 @@ def measure(conn: Transaction, now: datetime, config: BudgetConfig, pct: int = 1
             ) -> tuple[WindowState, ...]:
     """Every window's state at ``now``, read through ``conn``, at ``pct`` % of its limit."""
     states = []
-    charges = ledger.window_charges(conn, [now - window.duration for window in WINDOWS])
+    charges = ledger_windows.window_charges(conn, [now - window.duration for window in WINDOWS])
     for window, (charged, reserved, oldest) in zip(WINDOWS, charges, strict=True):
         states.append(WindowState(
             name=window.name,
@@ -106,7 +106,7 @@ def measure_actor(conn: Transaction, now: datetime, actor_id: int, *,
                   installation: bool = False) -> tuple[ActorCharge, ...]:
     """What ``actor_id``'s runs (``installation``: installation ``actor_id``'s) are charged
     in each window at ``now`` (WINDOWS order)."""
-    read = ledger.installation_charges if installation else ledger.actor_charges
+    read = ledger_windows.installation_charges if installation else ledger_windows.actor_charges
     charges = read(conn, actor_id, [(w.name, now - w.duration) for w in WINDOWS])
     return tuple(
         ActorCharge(window=w.name, charged=charged,

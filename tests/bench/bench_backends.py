@@ -46,7 +46,7 @@ from service.config.schema import BudgetConfig
 from service.model.jobs import Job
 from service.storage.database import Database
 from service.storage.errors import is_contention
-from service.storage.ledger import WINDOW_SQL, window_params, windows_sql
+from service.storage.ledger_windows import WINDOW_SQL, window_params, windows_sql
 from service.storage.postgres import PostgresStore, translate_placeholders
 from service.storage.sqlite import SqliteStore
 from service.storage.times import to_db_time

@@ -23,7 +23,7 @@ from service.budget.usage import Usage
 from service.budget.windows import WINDOWS
 from service.config.schema import BudgetConfig
 from service.model.jobs import Job
-from service.storage.ledger import WINDOW_SQL, window_params
+from service.storage.ledger_windows import WINDOW_SQL, window_params
 from service.storage.queue_enqueue import enqueue
 from service.storage.queue_lease import CLAIMABLE_SQL
 from service.storage.sqlite import SqliteStore

@@ -114,7 +114,7 @@ def test_costs_since_equals_the_plain_sum_for_any_ledger(
 
 def test_the_cost_query_reads_hours_not_rows(sqlite_store: SqliteStore) -> None:
     store = sqlite_store  # the plan is SQLite's
-    from service.storage.ledger import COSTS_SQL, window_params
+    from service.storage.ledger_windows import COSTS_SQL, window_params
     with store.read() as conn:
         plan = " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + COSTS_SQL,
                                                      window_params(T0)))

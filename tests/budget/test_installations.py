@@ -209,7 +209,7 @@ def test_two_installations_racing_each_stop_at_their_share(tmp_path: Path, name:
 
 def test_the_installation_share_reads_its_index(sqlite_store: SqliteStore) -> None:
     from service.budget.windows import WINDOWS
-    from service.storage.ledger import INSTALLATION_SQL
+    from service.storage.ledger_windows import INSTALLATION_SQL
     stamp = to_db_time(T0)
     with sqlite_store.read() as conn:
         plan = " | ".join(r[3] for r in conn.execute(

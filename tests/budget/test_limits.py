@@ -224,7 +224,7 @@ def test_the_pacer_and_the_cap_read_their_indexes(sqlite_store: SqliteStore) -> 
     store = sqlite_store  # the plans are SQLite's
     from service.budget.limits import PACER_EXEMPT
     from service.budget.windows import WINDOWS
-    from service.storage.ledger import ACTOR_SQL, pacer_sql
+    from service.storage.ledger_windows import ACTOR_SQL, pacer_sql
     stamp = to_db_time(T0)
     with store.read() as conn:
         pacer_plan = "EXPLAIN QUERY PLAN " + pacer_sql(PACER_EXEMPT)

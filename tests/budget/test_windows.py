@@ -10,7 +10,7 @@ import hypothesis.strategies as st
 from hypothesis import given, settings
 
 from service.budget.windows import WINDOWS, measure
-from service.storage.ledger import WINDOW_SQL, window_params
+from service.storage.ledger_windows import WINDOW_SQL, window_params
 from service.storage.queue_lease import CLAIMABLE_SQL
 from service.storage.times import to_db_time
 from tests.kit.stores import new_sqlite_store
