@@ -427,7 +427,7 @@ def test_the_operations_examples_show_this_codes_schema_version() -> None:
 def test_the_unit_gives_room_for_every_connection_and_serve_raises_its_soft_limit() -> None:
     import resource
 
-    from service.app.daemon import raise_file_limit
+    from service.app.serving import raise_file_limit
     from service.config.connections import ServerConfig
 
     limit = int(unit()["Service"]["LimitNOFILE"])

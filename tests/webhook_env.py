@@ -17,7 +17,7 @@ import uvicorn
 import yaml
 from fastapi import FastAPI
 
-from service.app.daemon import web_server
+from service.app.serving import web_server
 from service.app.web import InstallationChange, create_app
 from service.budget.governor import Governor
 from service.config.connections import ServerConfig

@@ -16,8 +16,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
-from service.app.daemon import check_role, listen, serve
+from service.app.daemon import check_role, serve
 from service.app.services import Clock, utc_now
+from service.app.serving import listen
 from service.app.setup.files import (
     new_config_text,
     writable_problem,

@@ -17,7 +17,8 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from service.app.daemon import AVAILABLE_ROLES, listen, run
+from service.app.daemon import AVAILABLE_ROLES, run
+from service.app.serving import listen
 from service.cli.main import main
 from service.config.strict_yaml import load_config
 from tests import payloads as p

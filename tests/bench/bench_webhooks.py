@@ -90,7 +90,7 @@ def write_config(directory: Path, port: int, store_url: str | None = None) -> Pa
 
 
 def serve(config_path: Path, port: int) -> None:
-    from service.app.daemon import listen, web_server
+    from service.app.serving import listen, web_server
     from service.app.web import create_app
     from service.budget.governor import Governor
     from service.config.strict_yaml import load_config

@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 import yaml
 
-from service.app import daemon
+from service.app import daemon, serving
 from service.config.schema import Config
 from service.config.strict_yaml import load_config
 from tests.chaos.rig import CLAUDE_CHAOS, signed_delivery
@@ -127,7 +127,7 @@ class FaultRig:
     async def running(self) -> AsyncIterator[asyncio.Task[int]]:
         """``daemon.run(config, "all")`` as a task until the block ends (then a clean stop);
         the task is yielded so a test can see it end by itself (a component failed)."""
-        sock = daemon.listen("127.0.0.1", 0)
+        sock = serving.listen("127.0.0.1", 0)
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         stop = asyncio.Event()
         with self.capturing():

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from service.app import daemon, runners
+from service.app import daemon, runners, serving
 from tests.faults.rig import FaultRig
 from tests.simulator import SimulatorTransport
 
@@ -179,7 +179,7 @@ async def test_a_read_only_disk(tmp_path: Path, small_disk: Path) -> None:
         key = rig.mention(REPO)  # made while the agent cannot start: only the poller will see it
         rig.world.events.clear()
         rig.capture.records.clear()
-        with rig.capturing(), contextlib.closing(daemon.listen("127.0.0.1", 0)) as sock:
+        with rig.capturing(), contextlib.closing(serving.listen("127.0.0.1", 0)) as sock:
             assert await daemon.run(rig.config, "all", asyncio.Event(), sockets=[sock],
                                     transport=SimulatorTransport(rig.world)) == 1
         [refused] = rig.logged("cannot open the store")
