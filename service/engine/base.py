@@ -56,7 +56,7 @@ class Finding:
     ``line`` is the line number in the file on ``side`` (``RIGHT`` = the head version,
     ``LEFT`` = the base version), as GitHub's review-comment API takes it; ``start_line``
     (same side, ≤ ``line``) makes it a multi-line comment. Whether it can be posted
-    inline is decided against the diff by ``findings.split_findings``.
+    inline is decided against the diff by ``hunks.split_findings``.
     """
 
     path: str

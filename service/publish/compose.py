@@ -140,7 +140,7 @@ def inline_comment(finding: Finding, phrase: str) -> dict[str, object]:
     """One review comment on the diff; multi-line only when ``start_line`` precedes
     ``line`` (GitHub refuses a start line equal to the line). A finding that proposes
     replacement code carries it as a committable suggestion (an inline finding's lines lie
-    in one hunk: ``findings.is_inline``)."""
+    in one hunk: ``hunks.is_inline``)."""
     body = neutralise(f"{_heading(finding, phrase)}\n\n{_finding_text(finding, phrase)}",
                       phrase)
     if finding.suggestion is not None and finding.side == "RIGHT":

@@ -14,7 +14,7 @@ import anyio
 from service.config.repository.merge import Effective
 from service.config.schema import PublishConfig
 from service.engine.base import Finding
-from service.engine.findings import split_findings
+from service.engine.hunks import split_findings
 from service.github.client import GitHubClient
 from service.github.errors import Unprocessable
 from service.github.pulls import PullRequest

@@ -21,7 +21,7 @@ from service.engine.claude_code import (
     ClaudeCodeEngine,
     scrubbed_environment,
 )
-from service.engine.findings import split_findings
+from service.engine.hunks import split_findings
 from tests.fake_claude import FAKE_CLAUDE, Scenario
 from tests.kit.waiting import wait_for
 
