@@ -23,19 +23,17 @@ install and were never decided. A process restart
 mints a new installation token, and ETags are stored per token, so a restarted poller
 never receives a 304 for a listing it had not finished.
 
-Store calls run in a worker thread (``anyio.to_thread``): SQLite blocks, sometimes for
-the whole busy timeout, and the event loop also serves webhooks.
+Where each stream stands between polls (marks, boundaries, unfinished fetches) is
+marks.py's; store calls run off the event loop.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
-
-import anyio.to_thread
+from typing import Any
 
 from service.github.client import GitHubClient
 from service.github.payload import PayloadError
@@ -51,8 +49,9 @@ from service.model.jobs import CommentSource
 from service.storage import closures
 from service.storage import queue as queue_table
 from service.storage.database import Database, Transaction
-from service.storage.watermarks import Watermarks, watermark_key
+from service.storage.watermarks import watermark_key
 
+from .marks import StreamMarks, seed_key
 from .pages import Page, Tally, fetch_page
 from .streams import (
     COMMENTS,
@@ -74,14 +73,6 @@ from .streams import (
 )
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
-
-def seed_key(stream: str, repo: str) -> str:
-    """The watermark row recording where a cold start put ``stream``'s mark on ``repo``
-    (``seed_comments:o/r``): while the mark is still there, its items predate the install."""
-    return watermark_key(f"seed_{stream}", repo)
-
 
 @dataclass
 class RepositoryReport:
@@ -120,13 +111,11 @@ class RepositoryPoller:
     ) -> None:
         self._client = client
         self._store = store
-        self._watermarks = Watermarks(store)
+        self._marks = StreamMarks(store)
         # A callable is read at each use: the daemon replaces the context once the App's
         # slug is known, and the rules must see the new one at once.
         self._ctx_source = ctx
         self._memory = memory if memory is not None else PullMemory()
-        self._boundaries: dict[str, Boundary] = {}  # by watermark key
-        self._unfinished: set[str] = set()          # watermark keys of streams in flight
 
     @property
     def _ctx(self) -> TriggerContext:
@@ -140,56 +129,13 @@ class RepositoryPoller:
         await self._comments(repo, installation_id, now, report)
         return report
 
-    # -- store access, off the event loop ---------------------------------------------
-
-    async def _in_thread(self, func: Callable[..., T], *args: Any) -> T:
-        return await anyio.to_thread.run_sync(func, *args)
-
-    async def _watermark(self, key: str) -> datetime | None:
-        return await self._in_thread(self._watermarks.get, key)
-
-    async def _advance(self, key: str, at: datetime) -> datetime:
-        return await self._in_thread(self._watermarks.advance, key, at)
-
-    async def _boundary(self, key: str, seed: str, mark: datetime) -> Boundary | None:
-        """What this process knows was considered at ``mark``'s own second.
-
-        Nothing, after a restart. If a regular poll set the mark, every item at it was
-        decided and applied before the mark moved there, and applying a decision again is
-        an idempotent insert on its dedupe key: an empty boundary replays them at no cost
-        and finds any that arrived in that second after the poll. A cold start's mark
-        (``seed`` still records it) stays unknown: its items were never decided and
-        predate the install, so they keep counting as considered.
-        """
-        boundary = self._boundaries.get(key)
-        if boundary is not None:
-            return boundary
-        inherited = await self._watermark(seed)
-        if inherited is None or inherited >= mark:
-            # A cold start's mark, or one this agent inherited (adopted from the daemon
-            # before it, or written by a version that did not record seeds).
-            return None
-        return Boundary(mark)
-
-    async def _move_mark(self, key: str, seed: str, mark: datetime, new_mark: datetime
-                         ) -> datetime:
-        """Advance the mark; the first time a store without a seed row moves past the mark
-        it inherited, that mark is recorded as the seed (``_boundary``)."""
-        if new_mark <= mark:
-            return mark
-        if await self._watermark(seed) is None:
-            await self._advance(seed, mark)
-        return await self._advance(key, new_mark)
-
-    def _apply(
-        self, now: datetime, decide: Callable[[Transaction], list[Decision]],
-    ) -> Applied:
-        """Decide and apply inside one write transaction (runs in a worker thread)."""
+    @staticmethod
+    def _apply(tx: Transaction, now: datetime,
+               decide: Callable[[Transaction], list[Decision]]) -> Applied:
+        """Decide and apply inside one write transaction."""
         applied = Applied()
-        with self._store.transaction() as conn:
-            decisions = [Decided(decision, now) for decision in decide(conn)]
-            for one in apply_decisions(conn, decisions):
-                applied.add(one)
+        for one in apply_decisions(tx, [Decided(decision, now) for decision in decide(tx)]):
+            applied.add(one)
         return applied
 
     def _log_applied(self, repo: str, stream: str, applied: Applied) -> None:
@@ -206,9 +152,8 @@ class RepositoryPoller:
         self, repo: str, installation_id: int, now: datetime, report: RepositoryReport,
     ) -> None:
         key = watermark_key(PULL_REQUESTS, repo)
-        mark = await self._watermark(key)
-        forced = key in self._unfinished
-        self._unfinished.add(key)
+        mark = await self._marks.watermark(key)
+        forced = self._marks.begin(key)
         endpoint = pulls_endpoint(repo)
         seeding = mark is None
         page = await fetch_page(self._client, installation_id, endpoint.path, endpoint.params,
@@ -226,9 +171,9 @@ class RepositoryPoller:
             await self._seed_pulls(repo, key, page, report)
             return
         sightings = await self._collect_pulls(repo, installation_id, page, mark, report.tally)
-        boundary = await self._boundary(key, seed_key(PULL_REQUESTS, repo), mark)
+        boundary = await self._marks.boundary(key, seed_key(PULL_REQUESTS, repo), mark)
         if sightings:
-            applied = await self._in_thread(
+            applied = await self._store.write_async(
                 self._apply, now,
                 lambda conn: self._decide_pulls(conn, repo, sightings, mark, boundary))
             # Committed: what was decided is now history, whatever happens to the mark.
@@ -238,8 +183,8 @@ class RepositoryPoller:
             self._log_applied(repo, PULL_REQUESTS, applied)
         new_mark = max([mark, *(pr.updated_at for pr, _ in sightings)])
         at_mark = [pr.number for pr, _ in sightings if pr.updated_at == new_mark]
-        self._boundaries[key] = next_boundary(boundary, mark, new_mark, at_mark)
-        stored = await self._move_mark(key, seed_key(PULL_REQUESTS, repo), mark, new_mark)
+        self._marks.set_boundary(key, next_boundary(boundary, mark, new_mark, at_mark))
+        stored = await self._marks.move(key, seed_key(PULL_REQUESTS, repo), mark, new_mark)
         self._finish(key, report, PULL_REQUESTS, stored)
 
     def _parse_pull(self, repo: str, obj: object) -> PullRequest | None:
@@ -281,11 +226,11 @@ class RepositoryPoller:
         newest = max((pr.updated_at for pr in states), default=EPOCH)
         for pr in states:
             self._memory.remember(repo, pr)
-        self._set_seed_boundary(key, newest, [(pr.number, pr.updated_at) for pr in states],
+        self._marks.set_seed_boundary(key, newest, [(pr.number, pr.updated_at) for pr in states],
                                 complete=_complete_at(page, [pr.updated_at for pr in states],
                                                       newest))
-        await self._advance(seed_key(PULL_REQUESTS, repo), newest)  # before the mark itself
-        stored = await self._advance(key, newest)
+        await self._marks.advance(seed_key(PULL_REQUESTS, repo), newest)  # before the mark itself
+        stored = await self._marks.advance(key, newest)
         report.seeded.append(PULL_REQUESTS)
         log.info("seeded a watermark at the newest item; nothing enqueued",
                  extra={"repo": repo, "stream": PULL_REQUESTS, "watermark": stored.isoformat(),
@@ -332,9 +277,8 @@ class RepositoryPoller:
         self, repo: str, installation_id: int, now: datetime, report: RepositoryReport,
     ) -> None:
         key = watermark_key(COMMENTS, repo)
-        mark = await self._watermark(key)
-        forced = key in self._unfinished
-        self._unfinished.add(key)
+        mark = await self._marks.watermark(key)
+        forced = self._marks.begin(key)
         if mark is None:
             # Seed, then poll from the seed at once: the same cycle stores the ETags the
             # next one sends, and anything that arrived between the two requests is new.
@@ -352,14 +296,13 @@ class RepositoryPoller:
                     break
                 page = await fetch_page(self._client, installation_id, page.next_url, None,
                                         conditional=False, tally=report.tally)
-        boundary = await self._boundary(key, seed_key(COMMENTS, repo), mark)
+        boundary = await self._marks.boundary(key, seed_key(COMMENTS, repo), mark)
         sightings = [(c, comment_sighting(c.key, c.created_at, c.updated_at, mark, boundary))
                      for c in comments]
         actionable = [(c, s) for c, s in sightings if s is not CommentSighting.SKIP]
         if actionable:
-            applied = await self._in_thread(
-                self._apply, now,
-                lambda conn: self._decide_comments(repo, actionable))
+            applied = await self._store.write_async(
+                self._apply, now, lambda conn: self._decide_comments(repo, actionable))
             report.absorb(applied)
             self._log_applied(repo, COMMENTS, applied)
         new_mark = max([mark, *(c.updated_at for c in comments)])
@@ -367,8 +310,8 @@ class RepositoryPoller:
         # so only a complete listing (or one extending a known boundary) may replace it.
         if new_mark > mark or complete or (boundary is not None and boundary.at == mark):
             at_mark = [c.key for c in comments if c.updated_at == new_mark]
-            self._boundaries[key] = next_boundary(boundary, mark, new_mark, at_mark)
-        stored = await self._move_mark(key, seed_key(COMMENTS, repo), mark, new_mark)
+            self._marks.set_boundary(key, next_boundary(boundary, mark, new_mark, at_mark))
+        stored = await self._marks.move(key, seed_key(COMMENTS, repo), mark, new_mark)
         self._finish(key, report, COMMENTS, stored)
 
     def _parse_comments(
@@ -399,10 +342,10 @@ class RepositoryPoller:
         newest = max((c.updated_at for c in comments), default=EPOCH)
         complete = all(_complete_at(page, [c.updated_at for c in parsed], newest)
                        for page, parsed in pages)
-        self._set_seed_boundary(key, newest, [(c.key, c.updated_at) for c in comments],
+        self._marks.set_seed_boundary(key, newest, [(c.key, c.updated_at) for c in comments],
                                 complete=complete)
-        await self._advance(seed_key(COMMENTS, repo), newest)  # before the mark itself
-        stored = await self._advance(key, newest)
+        await self._marks.advance(seed_key(COMMENTS, repo), newest)  # before the mark itself
+        stored = await self._marks.advance(key, newest)
         report.seeded.append(COMMENTS)
         log.info("seeded a watermark at the newest item; nothing enqueued",
                  extra={"repo": repo, "stream": COMMENTS, "watermark": stored.isoformat(),
@@ -427,20 +370,6 @@ class RepositoryPoller:
             decisions.append(decision)
         return decisions
 
-    # -- bookkeeping -----------------------------------------------------------------------
-
-    def _set_seed_boundary(
-        self, key: str, newest: datetime, items: Sequence[tuple[Hashable, datetime]], *,
-        complete: bool,
-    ) -> None:
-        """The boundary a seed leaves: what was at the newest instant, if the seed's one
-        page showed all of it; otherwise none (everything at the mark counts as seen)."""
-        if complete:
-            self._boundaries[key] = Boundary(
-                newest, frozenset(k for k, at in items if at == newest))
-        else:
-            self._boundaries.pop(key, None)
-
     def _finish(self, key: str, report: RepositoryReport, stream: str, mark: datetime) -> None:
-        self._unfinished.discard(key)
+        self._marks.finish(key)
         report.watermarks[stream] = mark

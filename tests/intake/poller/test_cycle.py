@@ -474,7 +474,7 @@ class CrashingWatermarks(Watermarks):
 @pytest.mark.anyio
 async def test_a_crash_between_enqueue_and_advance_loses_nothing_and_doubles_nothing(
         tmp_path: Path, stream: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("service.intake.poller.cycle.Watermarks", CrashingWatermarks)
+    monkeypatch.setattr("service.intake.poller.marks.Watermarks", CrashingWatermarks)
     store = CrashingStore(tmp_path / "state.db")
     rig = PollerRig.create(tmp_path, store=store)
     try:
