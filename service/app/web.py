@@ -28,13 +28,8 @@ from service.config.schema import Config
 from service.config.secret import Secret
 from service.github.urls import web_url_for
 from service.intake.rules.decisions import TriggerContext
-from service.intake.webhook.deliveries import (
-    STORE_ERRORS,
-    Delivery,
-    DeliveryLog,
-    InstallationChange,
-    Result,
-)
+from service.intake.webhook.deliveries import STORE_ERRORS, DeliveryLog, InstallationChange
+from service.intake.webhook.delivery import Delivery, Result
 from service.intake.webhook.receiver import RETRY_AFTER, WebhookReceiver
 from service.observe.health import FAILING, Health
 from service.observe.metrics.exposition import CONTENT_TYPE, render

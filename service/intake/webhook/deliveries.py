@@ -1,7 +1,7 @@
 """Webhook deliveries into the store: one transaction records a batch and what it asks for.
 
 The webhook route (``service.intake.webhook.receiver``) checks size, signature and headers and
-hands each delivery here as ``Received`` (raw body), by way of
+hands each delivery here as ``Received`` (raw body; delivery.py has one delivery's types), by way of
 ``service.intake.webhook.group_commit``, which gathers them into batches. ``DeliveryLog`` parses
 the bodies, skips a delivery id already recorded (a redelivery), and otherwise records the
 delivery in ``deliveries`` together with its effect, in the same transaction:
@@ -25,18 +25,16 @@ neither can fail the others of its batch.
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import datetime
-from typing import Any, Final
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Final
 
 from service.github.payload import PayloadError
-from service.github.webhooks import parse_body
-from service.intake.ingest import Applied, Decided, apply_decisions
+from service.intake.ingest import Decided, apply_decisions
 from service.intake.rules.classify import classify_event
 from service.intake.rules.decisions import Close, Decision, Decline, Enqueue, Ignore, TriggerContext
+from service.intake.webhook.delivery import Delivery, Received, Result, outcome_of, sql_id
 from service.intake.webhook.installations import (
     InstallationChange,
     MalformedInstallation,
@@ -50,13 +48,9 @@ from service.storage.errors import StoreClosedError, is_contention, is_unavailab
 __all__ = [
     "ON_LOOP_BYTES",
     "STORE_ERRORS",
-    "Delivery",
     "DeliveryLog",
     "InstallationChange",
-    "Received",
-    "Result",
     "StagedDeliveries",
-    "safe_text",
 ]
 
 log = logging.getLogger(__name__)
@@ -65,125 +59,6 @@ log = logging.getLogger(__name__)
 STORE_ERRORS: Final[tuple[type[Exception], ...]] = (*_STORE_ERRORS, OSError)
 #: A batch with a body bigger than this is parsed and written on a worker thread.
 ON_LOOP_BYTES: Final = 256 * 1024
-_MAX_SQL_INT: Final = 2**63 - 1
-
-def safe_text(value: object, limit: int = 200) -> str | None:
-    """A string fit for a column, a log line or a JSON answer: valid UTF-8, cut to ``limit``."""
-    if not isinstance(value, str):
-        return None
-    return value[:limit].encode("utf-8", "replace").decode("utf-8")
-
-
-def _sql_id(value: object) -> int | None:
-    """A positive id that fits a SQLite INTEGER, or None."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _MAX_SQL_INT:
-        return None
-    return value
-
-
-@dataclass(frozen=True)
-class Received:
-    """A delivery whose signature verified, and when; its body not yet parsed.
-
-    ``received_at`` is the instant the receiver accepted it: what ``deliveries`` records
-    and what the queue rows it asks for are enqueued at.
-    """
-
-    delivery_id: str
-    event: str
-    body: bytes
-    content_type: str | None
-    received_at: datetime
-
-    def parse(self) -> Delivery:
-        """The parsed delivery (``PayloadError`` if the body is not a payload)."""
-        try:
-            payload = parse_body(self.body, self.content_type)
-        except RecursionError:  # a structure nested past what any reader can walk
-            raise PayloadError("the payload is nested too deeply") from None
-        return Delivery(self.delivery_id, self.event, payload, self.received_at)
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """One verified, parsed webhook delivery."""
-
-    delivery_id: str
-    event: str
-    payload: Mapping[str, Any]
-    received_at: datetime
-
-    @functools.cached_property
-    def action(self) -> str | None:
-        return safe_text(self.payload.get("action"), 100)
-
-    @functools.cached_property
-    def comment_id(self) -> int | None:
-        """The id of the comment a comment event is about (None for other events)."""
-        comment = self.payload.get("comment")
-        return _sql_id(comment.get("id")) if isinstance(comment, Mapping) else None
-
-    @functools.cached_property
-    def installation_id(self) -> int | None:
-        inst = self.payload.get("installation")
-        return _sql_id(inst.get("id")) if isinstance(inst, Mapping) else None
-
-    def log_fields(self) -> dict[str, object]:
-        """``delivery_id``, ``event``, ``action``, ``repo``, ``pr``, ``installation_id``."""
-        p = self.payload
-        repo = p.get("repository")
-        numbers = [p.get("number")] + [
-            obj.get("number") for obj in (p.get("pull_request"), p.get("issue"))
-            if isinstance(obj, Mapping)
-        ]
-        return {
-            "delivery_id": self.delivery_id, "event": self.event, "action": self.action,
-            "repo": safe_text(repo.get("full_name")) if isinstance(repo, Mapping) else None,
-            "pr": next((n for n in numbers if _sql_id(n) is not None), None),
-            "installation_id": self.installation_id,
-        }
-
-
-@dataclass(frozen=True)
-class Result:
-    """What one delivery did: the HTTP answer and the ``deliveries.outcome`` recorded."""
-
-    status: int
-    outcome: str
-    delivery_id: str
-    enqueued: list[str] = field(default_factory=list)
-    ignored: str | None = None
-    change: InstallationChange | None = None
-    error: str | None = None  # a 400: the body was not a payload (nothing recorded)
-
-    def body(self) -> dict[str, object]:
-        if self.error is not None:
-            return {"error": self.error}
-        if self.outcome == "duplicate":
-            return {"duplicate": True}
-        if self.outcome == "ping":
-            return {"delivery": self.delivery_id, "ping": True}
-        return {"delivery": self.delivery_id, "enqueued": self.enqueued, "ignored": self.ignored}
-
-
-def _triggered(delivery_id: str, decision: Decision, applied: Applied) -> Result:
-    """What a trigger delivery did: its answer's lists and its recorded outcome."""
-    ignored = safe_text(applied.ignored)
-    if applied.enqueued:
-        outcome = "enqueued"
-    elif applied.duplicates:
-        outcome = "already_queued"
-    elif isinstance(decision, Close):
-        outcome = f"closed:cancelled={len(applied.cancelled)}"
-    elif isinstance(decision, Decline):
-        # 0 when the reply answers no open finding of the App's (another thread, or one
-        # already settled): nothing moved.
-        outcome = f"declined:findings={len(applied.declined)}"
-    else:
-        outcome = f"ignored:{ignored}"
-    return Result(202, outcome, delivery_id, enqueued=applied.enqueued + applied.duplicates,
-                  ignored=ignored)
-
 
 class _Parsed:
     """A batch's bodies parsed: 400 answers for those that are not payloads, a slot each
@@ -361,7 +236,7 @@ class DeliveryLog:
                        for _, delivery, decision in triggered]
             for (index, delivery, decision), applied in zip(
                     triggered, apply_decisions(conn, decided), strict=True):
-                results[index] = _triggered(delivery.delivery_id, decision, applied)
+                results[index] = outcome_of(delivery.delivery_id, decision, applied)
         done = [result for result in results if result is not None]
         if len(done) != len(results):  # pragma: no cover - every slot is filled above
             raise RuntimeError("a delivery of the batch has no result")
@@ -399,7 +274,7 @@ class DeliveryLog:
             ids = (decision.pr_number, decision.reply_to)
         else:
             return decision
-        if any(_sql_id(i) is None for i in ids):
+        if any(sql_id(i) is None for i in ids):
             return Ignore("malformed_payload", "an id does not fit in 64 bits")
         return decision
 

@@ -33,13 +33,8 @@ from starlette.responses import Response
 
 from service.config.schema import Config
 from service.github.webhooks import SignatureError, check_signature
-from service.intake.webhook.deliveries import (
-    STORE_ERRORS,
-    DeliveryLog,
-    InstallationChange,
-    Received,
-    Result,
-)
+from service.intake.webhook.deliveries import STORE_ERRORS, DeliveryLog, InstallationChange
+from service.intake.webhook.delivery import Received, Result
 from service.intake.webhook.group_commit import GroupCommit
 from service.observe.metrics.instruments import Metrics
 from service.storage.errors import is_contention, is_unavailable

@@ -17,7 +17,8 @@ import pytest
 
 from service.config.schema import TriggersConfig
 from service.intake.rules.decisions import TriggerContext
-from service.intake.webhook.deliveries import ON_LOOP_BYTES, DeliveryLog, Received, Result
+from service.intake.webhook.deliveries import ON_LOOP_BYTES, DeliveryLog
+from service.intake.webhook.delivery import Received, Result
 from service.storage.agent_comments import AgentComments
 from service.storage.database import Database
 from service.storage.postgres import PostgresStore
