@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 
@@ -193,3 +193,26 @@ async def poller_rig(tmp_path: Path) -> AsyncIterator[PollerRig]:
         yield rig
     finally:
         await rig.close()
+
+
+#: A second repository of the installation.
+GADGETS: Final = "acme/gadgets"
+
+
+def requests_to(rig: PollerRig, repo: str) -> int:
+    """How many GETs the simulator has seen for ``repo``."""
+    return len(rig.world.requests.matching("GET", f"/repos/{repo}/*"))
+
+
+def repositories_table(rig: PollerRig) -> dict[str, tuple[int, str | None]]:
+    """The ``repositories`` table: installation and ``removed_at`` by name."""
+    with rig.store.read() as conn:
+        return {str(repo): (int(inst), removed) for repo, inst, removed in conn.execute(
+            "SELECT repo, installation_id, removed_at FROM repositories")}
+
+
+def legacy_marks(store: SqliteStore, at: str) -> None:
+    """Watermarks as a store written before they named their repository holds them."""
+    with store.transaction() as conn:
+        conn.executemany("INSERT INTO watermarks (name, at) VALUES (?, ?)",
+                         [("pull_requests", at), ("comments", at)])

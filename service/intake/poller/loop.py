@@ -24,12 +24,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-
-import anyio.to_thread
 
 from service.config.schema import Config
 from service.github.client import GitHubClient
@@ -40,13 +37,13 @@ from service.runtime.nap import Nap
 from service.storage import repository_polls
 from service.storage.database import Database, Leadership
 from service.storage.errors import is_contention, is_unavailable
-from service.storage.watermarks import Watermarks
 
 from .cycle import RepositoryPoller, RepositoryReport
 from .pacing import PacingPolicy, estimate_cost, hold_until, next_poll
 from .pages import Tally
+from .refresh import TargetRefresh
 from .streams import PullMemory
-from .targets import Target, discover, missing_from, record_repositories, select_targets
+from .targets import Target
 
 log = logging.getLogger(__name__)
 
@@ -122,33 +119,21 @@ class Poller:
     ) -> None:
         if interval <= timedelta(0):
             raise ValueError("interval must be positive")
-        if refresh_every < 1:
-            raise ValueError("refresh_every must be at least 1")
         self._client = client
         self._store = store
         self._clock = clock
         self._interval = interval
-        self._allowlist = tuple(repositories)
         self._on_cycle = on_cycle
         self._metrics = metrics
         self._leadership = leadership
         self._on_standby = on_standby
         self._before_poll = before_poll
         self._standing_by: bool | None = None  # None: not yet asked
-        self._refresh_every = refresh_every
         self._pacing = pacing or PacingPolicy()
         self._streams = RepositoryPoller(client, store, ctx, memory=memory)
-        self._targets: list[Target] = []
+        self._refresh = TargetRefresh(client, store, repositories, refresh_every)
         self._held: dict[int, datetime] = {}
         self._last_cost: dict[int, int] = {}
-        self._cycles_since_refresh = 0
-        self._refreshed_once = False
-        self._legacy_done = False
-        # request_refresh() may come from another thread: a generation counter under a
-        # lock, and a wake-up of the nap between cycles.
-        self._refresh_lock = threading.Lock()
-        self._refresh_requested = 0
-        self._refresh_done = 0
         self._nap = Nap(sleep)
 
     @classmethod
@@ -177,14 +162,13 @@ class Poller:
     @property
     def targets(self) -> list[Target]:
         """The repositories the last refresh chose to poll."""
-        return list(self._targets)
+        return list(self._refresh.targets)
 
     def request_refresh(self) -> None:
         """Refresh installations and repositories before the next cycle, and start that
         cycle now. Safe from any thread (the webhook receiver calls it on
         ``installation`` and ``installation_repositories`` events)."""
-        with self._refresh_lock:
-            self._refresh_requested += 1
+        self._refresh.request()
         self._nap.wake()
 
     # -- one cycle -------------------------------------------------------------------------
@@ -210,7 +194,7 @@ class Poller:
         report.success = not report.skipped and not report.failures
         await self._record_polls(report, now)
         report.next_at = self._next_at(now)
-        self._cycles_since_refresh += 1
+        self._refresh.counted()
         self._report(report.success, now)
         if self._metrics is not None:
             tally = report.tally
@@ -227,10 +211,10 @@ class Poller:
         return await self._streams.poll(repo, installation_id, now)
 
     async def _cycle(self, now: datetime, report: CycleReport) -> None:
-        if self._refresh_due():
-            await self._refresh(now, report)
+        if self._refresh.due():
+            await self._refreshed(now, report)
         for installation_id, group in itertools.groupby(
-                self._targets, key=lambda t: t.installation_id):
+                self._refresh.targets, key=lambda t: t.installation_id):
             await self._poll_installation(installation_id, list(group), now, report)
 
     async def _poll_installation(
@@ -290,12 +274,8 @@ class Poller:
         if not polls:
             return
 
-        def write() -> None:
-            with self._store.transaction() as tx:
-                repository_polls.record(tx, polls, now)
-
         try:
-            await anyio.to_thread.run_sync(write)
+            await self._store.write_async(repository_polls.record, polls, now)
         except Exception as exc:
             log.warning("could not record the repositories' last polls",
                         extra={"error": type(exc).__name__})
@@ -311,7 +291,7 @@ class Poller:
         """The next cycle: after the interval, or, when every installation is held
         beyond that, when the first of them is released."""
         normal = now + self._interval
-        installations = {t.installation_id for t in self._targets}
+        installations = {t.installation_id for t in self._refresh.targets}
         holds = [self._held.get(i) for i in installations]
         if installations and all(h is not None and h > normal for h in holds):
             return min(h for h in holds if h is not None)
@@ -328,58 +308,15 @@ class Poller:
 
     # -- installations and repositories ------------------------------------------------------
 
-    def _refresh_due(self) -> bool:
-        with self._refresh_lock:
-            requested = self._refresh_requested > self._refresh_done
-        return (not self._refreshed_once or requested
-                or self._cycles_since_refresh >= self._refresh_every)
-
-    async def _refresh(self, now: datetime, report: CycleReport) -> None:
-        with self._refresh_lock:
-            generation = self._refresh_requested
-        found = await discover(self._client)
-        report.failures.update(found.failures)
-        targets = select_targets(found, self._allowlist, self._targets)
-        if found.installations is not None:
-            await anyio.to_thread.run_sync(record_repositories, self._store, found, now)
-        for name in missing_from(targets, self._allowlist):
-            log.warning("configured repository is not visible to any installation",
-                        extra={"repo": name})
-        await self._adopt_legacy(targets)
-        self._targets = targets
+    async def _refreshed(self, now: datetime, report: CycleReport) -> None:
+        targets = await self._refresh.refresh(now, report.failures)
         installations = {t.installation_id for t in targets}
         for table in (self._held, self._last_cost):
             for gone in set(table) - installations:
                 del table[gone]
-        self._refreshed_once = True
-        # A refresh that could not list everything is tried again at the next cycle: its
-        # partial view (at start, perhaps no targets at all) must not stand for
-        # refresh_every cycles (50 minutes at the default interval).
-        self._cycles_since_refresh = self._refresh_every if found.failures else 0
-        with self._refresh_lock:
-            self._refresh_done = max(self._refresh_done, generation)
         report.refreshed = True
         log.info("poll targets refreshed", extra={"repositories": len(targets),
                                                   "installations": len(installations)})
-
-    async def _adopt_legacy(self, targets: Sequence[Target]) -> None:
-        """Adopt a pre-upgrade store's unqualified watermarks, once, before the first poll.
-
-        Only when exactly one repository is configured: the unqualified rows describe the
-        one repository that was polling, and guessing which of several it was could start
-        another from a mark it never polled (STORAGE.md, "Watermarks").
-        """
-        if self._legacy_done:
-            return
-        if len(self._allowlist) != 1:
-            self._legacy_done = True
-            return
-        wanted = self._allowlist[0].casefold()
-        match = next((t.repo for t in targets if t.repo.casefold() == wanted), None)
-        if match is None:
-            return  # not visible yet; try again at the next refresh
-        await self._store.run(Watermarks(self._store).adopt_legacy, match)
-        self._legacy_done = True
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -426,7 +363,6 @@ class Poller:
     async def _pause(self, seconds: float) -> None:
         """Sleep ``seconds`` with the injected sleep, or less if a refresh is requested."""
         self._nap.begin()
-        with self._refresh_lock:
-            if self._refresh_requested > self._refresh_done:
-                return
+        if self._refresh.requested():
+            return
         await self._nap(seconds)
