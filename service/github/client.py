@@ -38,11 +38,11 @@ from service.config.connections import GitHubConfig
 from service.config.redact import Redactor
 from service.github.actors import Actor, Clock
 from service.github.auth import AppJWT, InstallationTokens
-from service.github.conditional import ConditionalResult, ConditionalStats
+from service.github.conditional import Conditional, ConditionalResult, ConditionalStats
 from service.github.errors import GitHubError
 from service.github.installations import mint_installation_token
 from service.github.ratelimit import RateLimit, RetryPolicy
-from service.github.requester import Conditional, Params, Requester, Sleep, TokenSource
+from service.github.requester import Params, Requester, Sleep, TokenSource
 from service.github.urls import normalize_api_base, parse_link_header
 from service.model.etags import ETagCache
 

@@ -33,10 +33,9 @@ import httpx
 
 from service.github.actors import APP, Actor, Clock
 from service.github.conditional import (
+    Conditional,
     ConditionalStats,
-    cache_key,
-    resource_key,
-    token_fingerprint,
+    Validating,
 )
 from service.github.errors import RateLimited, ServerError, error_for_status
 from service.github.github_clock import GitHubClock
@@ -52,7 +51,7 @@ from service.github.ratelimit import (
 )
 from service.github.urls import GRAPHQL_PATH, api_url, graphql_url
 from service.github.write_turns import WriteTurns
-from service.model.etags import ETagCache, Validators
+from service.model.etags import ETagCache
 
 log = logging.getLogger(__name__)
 
@@ -78,17 +77,6 @@ class _Budget:
     server_retries: int = 0
     refreshed_token: bool = False
     attempt: int = 0
-
-
-@dataclass
-class Conditional:
-    """Per-attempt state of a conditional GET."""
-
-    resource: str = ""
-    key: str = ""
-    fingerprint: str = ""
-    sent: bool = False
-    reason: str = ""  # "first" | "rotation" when nothing was sent
 
 
 @dataclass(frozen=True)
@@ -162,13 +150,12 @@ class Requester:
         self._sleep = sleep
         self._rand = rand
         self._policy = policy
-        self._etags = etags
         self._limits: dict[tuple[Actor, str], RateLimit] = {}
         self._write_turns: dict[Actor, WriteTurns] = {}
         self._last_write: dict[Actor, datetime] = {}
-        self._last_fingerprint: dict[str, str] = {}
         self._github_clock = GitHubClock(self._now)  # for GitHub's instants (resets)
-        self.stats = ConditionalStats()
+        self._validators = Validating(etags) if etags is not None else None
+        self.stats = self._validators.stats if self._validators else ConditionalStats()
 
     def rate_limit(self, actor: Actor, resource: str) -> RateLimit | None:
         return self._limits.get((actor, resource))
@@ -232,7 +219,10 @@ class Requester:
             header, token = await self._credential(call.actor)
             headers = {"Authorization": header, "Accept": call.accept}
             if call.conditional is not None and token is not None:
-                self._add_validators(call, token, headers)
+                assert self._validators is not None
+                assert not isinstance(call.actor, str)
+                self._validators.add(call.conditional, call.actor, accept=call.accept,
+                                     url=call.url, token=token, headers=headers)
             if call.write and not call.urgent:
                 await self._space_write(call.actor)
             try:
@@ -253,7 +243,9 @@ class Requester:
                                                 "http_status": status})
             if 200 <= status < 300 or (status == 304 and call.conditional is not None):
                 if call.conditional is not None and token is not None:
-                    self._settle_conditional(call.conditional, response)
+                    assert self._validators is not None
+                    self._validators.settle(call.conditional, response,
+                                            self.path_of(str(response.request.url)))
                 return response
             await self._after_error_response(call, budget, response, token)
 
@@ -379,47 +371,3 @@ class Requester:
             self._limits[(actor, limit.resource)] = limit
             if self._on_rate_limit is not None:
                 self._on_rate_limit(actor, limit)
-
-    def _add_validators(self, call: _Call, token: str, headers: dict[str, str]) -> None:
-        assert self._etags is not None
-        assert call.conditional is not None
-        assert not isinstance(call.actor, str)
-        cond = call.conditional
-        cond.resource = resource_key(call.actor, call.accept, call.url)
-        cond.fingerprint = token_fingerprint(token)
-        cond.key = cache_key(cond.resource, cond.fingerprint)
-        validators = self._etags.get_validators(cond.key)
-        cond.sent = validators is not None
-        if validators is None:
-            previous = self._last_fingerprint.get(cond.resource)
-            cond.reason = "rotation" if previous not in (None, cond.fingerprint) else "first"
-            return
-        cond.reason = ""
-        if validators.etag:
-            headers["If-None-Match"] = validators.etag
-        if validators.last_modified:
-            headers["If-Modified-Since"] = validators.last_modified
-
-    def _settle_conditional(self, cond: Conditional, response: httpx.Response) -> None:
-        assert self._etags is not None
-        # Counted once per logical request, on the attempt that produced the answer.
-        if cond.sent:
-            self.stats.sent_validators += 1
-        elif cond.reason == "rotation":
-            self.stats.after_rotation += 1
-            log.info("conditional GET without validators after token rotation",
-                     extra={"url_path": self.path_of(str(response.request.url))})
-        else:
-            self.stats.first_requests += 1
-        etag = response.headers.get("etag")
-        last_modified = response.headers.get("last-modified")
-        if response.status_code == 304:
-            self.stats.not_modified += 1
-            if etag:  # a 304 may refresh the validator; otherwise keep what we had
-                old = self._etags.get_validators(cond.key)
-                fresh = Validators(etag, last_modified or (old.last_modified if old else None))
-                if fresh != old:  # an unchanged 304 costs no write (a durable cache fsyncs)
-                    self._etags.put_validators(cond.key, fresh)
-        elif etag or last_modified:
-            self._etags.put_validators(cond.key, Validators(etag or "", last_modified))
-        self._last_fingerprint[cond.resource] = cond.fingerprint

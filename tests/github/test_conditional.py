@@ -10,7 +10,9 @@ import pytest
 
 from service.github.conditional import (
     FINGERPRINT_HEX_DIGITS,
+    Conditional,
     ConditionalStats,
+    Validating,
     cache_key,
     resource_key,
     token_fingerprint,
@@ -143,3 +145,26 @@ async def test_get_conditional_needs_a_cache(clock: FakeClock, sleep: FakeSleep)
     async with make_client(Script(clock), clock, sleep) as client:
         with pytest.raises(RuntimeError):
             await client.get_conditional(1, "/repos/o/r/pulls")
+
+
+def test_validators_are_sent_for_the_same_token_and_a_rotation_is_counted_apart() -> None:
+    validating = Validating(ETagStore())
+    url = f"{BASE}/repos/o/r/pulls"
+    request = httpx.Request("GET", url)
+
+    def attempt(token: str, answer: httpx.Response) -> dict[str, str]:
+        cond, headers = Conditional(), {}
+        validating.add(cond, 7, accept="application/json", url=url, token=token,
+                       headers=headers)
+        validating.settle(cond, answer, "/repos/o/r/pulls")
+        return headers
+
+    assert attempt("tok-1", httpx.Response(200, headers={"etag": '"a"'},
+                                           request=request)) == {}
+    assert attempt("tok-1", httpx.Response(304, request=request)) == {
+        "If-None-Match": '"a"'}
+    assert attempt("tok-2", httpx.Response(200, headers={"etag": '"b"'},
+                                           request=request)) == {}  # another token's
+    assert validating.stats.snapshot() == ConditionalStats(
+        sent_validators=1, not_modified=1, first_requests=1, after_rotation=1)
+
