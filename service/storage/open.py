@@ -14,7 +14,8 @@ def open_store(config: StoreConfig, *, role: str | None = None) -> Database:
     """Connect to (and migrate) the store ``config`` names; ``role`` (serve's) is part of
     the name the connections show the database server (``application_name``)."""
     if config.url is not None:
-        from service.storage.postgres import PostgresStore, application_name
+        from service.storage.pg_leadership import application_name
+        from service.storage.postgres import PostgresStore
 
         password = None if config.password is None else config.password.reveal()
         return PostgresStore(config.url, password=password,

@@ -23,14 +23,11 @@ them for psycopg (``%s``, ``%(name)s``), once per statement text.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
 import logging
-import os
 import re
 import select
-import socket
 import threading
 import time
 import zlib
@@ -45,12 +42,13 @@ from psycopg_pool import ConnectionPool
 
 from service.storage.database import OffLoop
 from service.storage.errors import MigrationError, NestedTransactionError, StoreClosedError
+from service.storage.pg_leadership import SessionLeadership, application_name, leader_lock_key
 from service.storage.pg_schema import PG_MIGRATIONS
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LEADER_LOCK", "NAMED_LOCK", "PG_HEAD_VERSION", "START_WAIT", "WRITE_LOCK",
-           "PostgresStore", "application_name", "leader_lock_key", "translate_placeholders"]
+__all__ = ["NAMED_LOCK", "PG_HEAD_VERSION", "START_WAIT", "WRITE_LOCK", "PostgresStore",
+           "translate_placeholders"]
 
 T = TypeVar("T")
 
@@ -59,7 +57,6 @@ PG_HEAD_VERSION: Final = len(PG_MIGRATIONS)
 
 WRITE_LOCK: Final = 0x70726100  # "pra\\0": the one lock every write transaction holds
 _MIGRATE_LOCK: Final = 0x70726101
-LEADER_LOCK: Final = 0x7072610000000000  # plus the role's crc32
 NAMED_LOCK: Final = 0x7072620000000000  # plus the name's crc32 (``lock``/``try_lock``)
 DEFAULT_LOCK_TIMEOUT: Final = 5.0
 #: How long a caller waits for a connection before failing as "unavailable". In an outage
@@ -67,21 +64,6 @@ DEFAULT_LOCK_TIMEOUT: Final = 5.0
 #: 5 s docs/SCALING.md promises.
 POOL_WAIT: Final = 3.0
 RECONNECT_GIVE_UP: Final = 10.0
-
-def application_name(role: str | None = None) -> str:
-    """What this process's connections are called on the server (``pg_stat_activity``):
-    ``pr-review-agent[ ROLE]@HOST:PID``, within PostgreSQL's 63 bytes. It tells an
-    operator which host holds a lock, the poller's leadership among them."""
-    who = f"@{socket.gethostname()}:{os.getpid()}"
-    name = "pr-review-agent" + (f" {role}" if role else "")
-    return (name + who).encode()[:63].decode(errors="ignore")
-
-
-def leader_lock_key(role: str) -> int:
-    """The session advisory lock that elects ``role``'s leader (``pg_locks.objid`` and
-    ``classid`` hold its low and high 32 bits)."""
-    return LEADER_LOCK + zlib.crc32(role.encode())
-
 
 # A placeholder outside a quoted string: ``?``, or ``:name`` (not ``::``, a cast).
 _TOKENS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|::|\?|:(\w+)|%")
@@ -189,46 +171,6 @@ def _rollback_quietly(conn: psycopg.Connection[Any]) -> None:
             conn.execute("ROLLBACK")
     except psycopg.Error:
         pass
-
-
-class _Leadership:
-    """A session advisory lock on a connection of its own: held for as long as that
-    connection lives, so a leader whose host dies (or whose connection drops) is replaced
-    at the standby's next ``lead``, with no lease to wait out."""
-
-    def __init__(self, url: str, kwargs: dict[str, Any], key: int) -> None:
-        self._url = url
-        self._kwargs = kwargs
-        self._key = key
-        self._conn: psycopg.Connection[Any] | None = None
-        self._leading = False
-
-    def lead(self) -> bool:
-        try:
-            if self._conn is None or self._conn.closed:
-                self._conn = psycopg.connect(self._url, **self._kwargs, connect_timeout=10)
-                self._leading = False
-            if self._leading:
-                self._conn.execute("SELECT 1")  # still connected, so still holding it
-            else:
-                row = self._conn.execute("SELECT pg_try_advisory_lock(%s)",
-                                         (self._key,)).fetchone()
-                self._leading = bool(row and row[0])
-        except psycopg.Error:
-            self.close()
-        return self._leading
-
-    def close(self) -> None:
-        conn, leading = self._conn, self._leading
-        self._conn, self._leading = None, False
-        if conn is not None:
-            with contextlib.suppress(psycopg.Error):
-                if leading and not conn.closed:
-                    # Released before the connection goes: the server ends a closed
-                    # session in its own time, and a standby asking meanwhile would
-                    # still find the lock held.
-                    conn.execute("SELECT pg_advisory_unlock(%s)", (self._key,))
-                conn.close()
 
 
 class PostgresStore(OffLoop):
@@ -363,9 +305,9 @@ class PostgresStore(OffLoop):
         """``func(*args)`` on a worker thread."""
         return await anyio.to_thread.run_sync(func, *args)
 
-    def leadership(self, role: str) -> _Leadership:
+    def leadership(self, role: str) -> SessionLeadership:
         """The election for ``role``, by a session advisory lock named for it."""
-        return _Leadership(self._url, self._kwargs, leader_lock_key(role))
+        return SessionLeadership(self._url, self._kwargs, leader_lock_key(role))
 
     @property
     def in_process(self) -> bool:
