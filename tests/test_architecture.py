@@ -360,6 +360,61 @@ def test_one_nap_wakes_the_loops() -> None:
     assert found == []
 
 
+#: The most lines a module may hold: past it, a module is doing more than one job.
+MODULE_LINES = 400
+
+
+def test_modules_stay_within_400_lines() -> None:
+    """Modules are cut by what they do, before they reach this size."""
+    long = {name: n for name, path in _modules()
+            if (n := len(path.read_text().splitlines())) > MODULE_LINES}
+    assert long == {}
+
+
+def _opens_a_transaction(node: ast.AST) -> bool:
+    """Whether ``node``'s body enters ``….transaction(…)`` or ``….read()`` itself."""
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.With):
+            for item in inner.items:
+                call = item.context_expr
+                if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                        and call.func.attr in ("transaction", "read")):
+                    return True
+    return False
+
+
+def _store_calls_off_the_loop_by_hand() -> list[str]:
+    found = []
+    for name, path in _modules():
+        if path.is_relative_to(STORAGE):
+            continue
+        tree = ast.parse(path.read_text())
+        functions = {f.name: f for f in ast.walk(tree)
+                     if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)}
+        for call in ast.walk(tree):
+            if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                    and call.func.attr == "run_sync" and call.args
+                    and isinstance(call.args[0], ast.Name)
+                    and call.args[0].id in functions
+                    and _opens_a_transaction(functions[call.args[0].id])):
+                found.append(f"{name}: {call.args[0].id}")
+    return found
+
+
+def test_store_calls_go_off_the_loop_through_the_database() -> None:
+    """``Database.read_async``/``write_async``/``run`` are the one way a coroutine runs a
+    store call on a worker thread: no module hands a function that opens its own
+    transaction to ``anyio.to_thread.run_sync``."""
+    assert _store_calls_off_the_loop_by_hand() == []
+
+
+def test_the_off_loop_rule_sees_what_it_looks_for() -> None:
+    """Not vacuous: a function that opens a transaction is recognised."""
+    tree = ast.parse("def work():\n    with store.transaction() as tx:\n        pass\n")
+    assert _opens_a_transaction(tree.body[0])
+    assert not _opens_a_transaction(ast.parse("def work(tx):\n    tx.execute('')\n").body[0])
+
+
 def test_what_the_services_compose_reads_them_and_never_writes_into_them() -> None:
     """``Services`` is built once by the composition root and read; the one field it
     replaces is ``config``, at a SIGHUP reload. Fan-out goes through a ``Bell``."""

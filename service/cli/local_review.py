@@ -112,11 +112,10 @@ class ReviewReport:
     lines: tuple[str, ...]
 
 
-def _state_of(store: Database, key: str) -> dict[str, object]:
+def _state_of(tx: Transaction, key: str) -> dict[str, object]:
     """The queue row, the newest ledger row and the run of ``key``, for the report."""
-    with store.read() as tx:
-        return {"queue": queue_table.inspect(tx, key), "ledger": ledger.latest(tx, key),
-                "run": runs.inspect(tx, key)}
+    return {"queue": queue_table.inspect(tx, key), "ledger": ledger.latest(tx, key),
+            "run": runs.inspect(tx, key)}
 
 
 def _describe(state: Mapping[str, object]) -> list[str]:
@@ -249,7 +248,7 @@ async def _review(session: _Session, repo: str, pr_number: int) -> ReviewReport:
     row = await store.read_async(queue_table.row, key)
     assert row is not None  # just enqueued, or already there
     if row.status == DONE:
-        state = await anyio.to_thread.run_sync(_state_of, store, key)
+        state = await store.read_async(_state_of, key)
         return ReviewReport(key, False, True, (
             header, "already reviewed at this head; not reviewing it again", *_describe(state)))
     if row.status in (ABANDONED, SUPERSEDED):
@@ -267,7 +266,7 @@ async def _review(session: _Session, repo: str, pr_number: int) -> ReviewReport:
         "repo": repo, "pr": pr_number, "dedupe_key": key, "attempt": claim.lease.attempt,
         "owner": owner, "enqueued": new, "dry_run": dry_run})
     await session.job_runner()(claim)
-    state = await anyio.to_thread.run_sync(_state_of, store, key)
+    state = await store.read_async(_state_of, key)
     queue_state = state["queue"]
     done = isinstance(queue_state, dict) and queue_state["status"] == DONE
     mode = " (dry run: nothing posted)" if dry_run else ""

@@ -178,7 +178,8 @@ class JobRunner:
             await self._supersede(claim, pull, extra)
             progress.done = True
             return None
-        repository = await self._repository(installation, claim, extra)
+        repository = Effective() if self._repo_configs is None else (
+            await self._repo_configs.for_review(installation, claim.job.repo, extra))
         if job.kind == "pr_opened" and await self._declined(claim, pull, known, repository,
                                                              extra):
             progress.done = True
@@ -295,23 +296,6 @@ class JobRunner:
         except Exception as exc:
             log.warning("acknowledgement failed (the job goes on): %s", type(exc).__name__,
                         extra={**extra, "error": str(exc)})
-
-    async def _repository(self, installation: int, claim: Claim, extra: dict[str, object]
-                          ) -> Effective:
-        """The repository's own config, read afresh (never from the pull request's head)."""
-        if self._repo_configs is None:
-            return Effective()
-        try:
-            found = await self._repo_configs.fresh(installation, claim.job.repo)
-        except Exception:
-            # Never a reason to fail the review: the last read (or none) applies.
-            log.exception("reading the repository's config failed; using the last read",
-                          extra=extra)
-            found = await anyio.to_thread.run_sync(self._repo_configs.stored, claim.job.repo)
-        if found.notes:
-            log.warning("the repository's config has problems; reviewing with the defaults "
-                        "for what it could not set", extra={**extra, "problems": found.notes})
-        return found
 
     async def _declined(self, claim: Claim, pull: PullRequest, known: Known,
                         repository: Effective, extra: dict[str, object]) -> bool:

@@ -21,11 +21,10 @@ import base64
 import binascii
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-import anyio.to_thread
 import httpx
 
 from service.config.repository.keys import FILE_PATH, MAX_FILE_BYTES
@@ -43,7 +42,7 @@ from service.github.client import GitHubClient
 from service.github.conditional import ConditionalResult
 from service.github.errors import GitHubError, NotFound
 from service.storage import repository_files as files
-from service.storage.database import Database
+from service.storage.database import Database, Transaction
 from service.storage.repository_files import StoredFile
 
 __all__ = ["RepositoryConfigs", "org_url", "repo_url"]
@@ -139,7 +138,23 @@ class RepositoryConfigs:
             return Effective()
         await self._read(installation_id, repo, org_url(repo))
         await self._read(installation_id, repo, repo_url(repo))
-        return await anyio.to_thread.run_sync(self.stored, repo)
+        return await self._store.run(self.stored, repo)
+
+    async def for_review(self, installation_id: int, repo: str,
+                         extra: Mapping[str, object]) -> Effective:
+        """The repository's own config, read afresh for a review (never from the pull
+        request's head); when GitHub cannot be read, the last read (or none) applies: a
+        config is never a reason to fail a review."""
+        try:
+            found = await self.fresh(installation_id, repo)
+        except Exception:
+            log.exception("reading the repository's config failed; using the last read",
+                          extra=dict(extra))
+            found = await self._store.run(self.stored, repo)
+        if found.notes:
+            log.warning("the repository's config has problems; reviewing with the defaults "
+                        "for what it could not set", extra={**extra, "problems": found.notes})
+        return found
 
     async def refresh_if_stale(self, installation_id: int, repo: str, now: datetime) -> None:
         """Revalidate ``repo``'s files when the last read is older than
@@ -149,11 +164,10 @@ class RepositoryConfigs:
             return
         age = timedelta(minutes=config.refresh_minutes)
 
-        def last_reads() -> list[StoredFile | None]:
-            with self._store.read() as tx:
-                return [files.get(tx, org_url(repo)), files.get(tx, repo_url(repo))]
+        def last_reads(tx: Transaction) -> list[StoredFile | None]:
+            return [files.get(tx, org_url(repo)), files.get(tx, repo_url(repo))]
 
-        reads = await anyio.to_thread.run_sync(last_reads)
+        reads = await self._store.read_async(last_reads)
         if all(r is not None and now - r.read_at < age for r in reads):
             return
         await self.fresh(installation_id, repo)
@@ -161,7 +175,7 @@ class RepositoryConfigs:
     async def _read(self, installation_id: int, repo: str, url: str) -> None:
         if self._github is None:
             return
-        prior = await anyio.to_thread.run_sync(self._get, url)
+        prior = await self._store.read_async(files.get, url)
         extra = {"repo": repo, "path": url}
         etag: str | None = None
         try:
@@ -177,20 +191,20 @@ class RepositoryConfigs:
                 data: object = await self._github.get_json(installation_id, url)
             elif result.not_modified:
                 assert prior is not None
-                await anyio.to_thread.run_sync(self._put, StoredFile(
+                await self._store.write_async(files.put, StoredFile(
                     url=url, repo=repo, found=prior.found, content=prior.content,
                     etag=prior.etag, problem=prior.problem, read_at=self._clock()))
                 return
             else:
                 data = result.data
         except NotFound:
-            await anyio.to_thread.run_sync(self._put, StoredFile(
+            await self._store.write_async(files.put, StoredFile(
                 url=url, repo=repo, found=False, content=None, etag=None,
                 read_at=self._clock()))
             return
         except (GitHubError, httpx.HTTPError, TimeoutError) as exc:
             if prior is None:
-                await anyio.to_thread.run_sync(self._put, StoredFile(
+                await self._store.write_async(files.put, StoredFile(
                     url=url, repo=repo, found=False, content=None, etag=None,
                     problem=f"GitHub would not serve the file ({_why(exc)})",
                     read_at=self._clock()))
@@ -199,17 +213,9 @@ class RepositoryConfigs:
                         extra={**extra, "error": _why(exc)})
             return
         content, problem = _decode(data)
-        await anyio.to_thread.run_sync(self._put, StoredFile(
+        await self._store.write_async(files.put, StoredFile(
             url=url, repo=repo, found=True, content=content, problem=problem,
             etag=etag, read_at=self._clock()))
-
-    def _get(self, url: str) -> StoredFile | None:
-        with self._store.read() as tx:
-            return files.get(tx, url)
-
-    def _put(self, file: StoredFile) -> None:
-        with self._store.transaction() as tx:
-            files.put(tx, file)
 
 
 def _why(exc: BaseException) -> str:
