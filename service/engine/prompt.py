@@ -203,7 +203,9 @@ def repair_message(problem: str) -> str:
 
 
 def _schema_text(command: Command, mode: ReviewMode) -> str:
-    return json.dumps(schema_for(command, mode), indent=1, sort_keys=True)
+    # Compact: the schema is sent with every review, and indentation is tokens the model
+    # reads and bills for nothing (2,316 bytes indented, 1,623 compact for a review).
+    return json.dumps(schema_for(command, mode), separators=(",", ":"), sort_keys=True)
 
 
 def _answer_instruction(command: Command, mode: ReviewMode) -> str:

@@ -27,8 +27,10 @@ __all__ = ["GUIDELINE_PATHS", "RepositoryReview", "declined_by", "fingerprinted"
            "for_repository"]
 
 #: Review guidelines are read from the BASE commit (never the head, which the author of
-#: the pull request controls): the first of these files that exists.
-GUIDELINE_PATHS: Final = ("REVIEW.md", ".github/REVIEW.md", "CLAUDE.md")
+#: the pull request controls): the first of these files that exists. A file written for
+#: reviews comes first; then the agents' files most repositories already have
+#: (``AGENTS.md``, which Copilot, pr-agent and most agents read; ``CLAUDE.md``).
+GUIDELINE_PATHS: Final = ("REVIEW.md", ".github/REVIEW.md", "AGENTS.md", "CLAUDE.md")
 
 
 @dataclass(frozen=True)

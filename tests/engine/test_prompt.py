@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from service.engine.base import EngineRequest
+from service.engine.findings import schema_for
 from service.engine.prompt import (
     build_prompt,
     repair_prompt,
@@ -70,6 +72,11 @@ def test_prompt_delimits_untrusted_data_and_carries_the_schema() -> None:
     assert "<review_guidelines>\nPrefer small functions.\n</review_guidelines>" in prompt
     assert "<diff>\n" + DIFF + "\n</diff>" in prompt
     assert "<output_schema>" in prompt and '"findings"' in prompt
+    # The schema is compact JSON (indentation would be tokens billed for nothing), and it
+    # is the schema the answer is checked against.
+    schema = prompt.split("<output_schema>\n", 1)[1].split("\n</output_schema>", 1)[0]
+    assert "\n" not in schema and '", "' not in schema and '": ' not in schema
+    assert json.loads(schema) == schema_for("review", "full")
     assert "The diff covers the whole pull request" in prompt
     assert prompt.index("<pr_body>") < prompt.index("<diff>") < prompt.index("<output_schema>")
 

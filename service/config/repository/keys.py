@@ -71,7 +71,7 @@ class RepoSettings:
         "pull request's base (never its head).",
         None, pattern=re.compile(r"[^/][\s\S]*"), shape=_INSIDE,
         check=_inside_the_repository,
-        inherits="the first of `REVIEW.md`, `.github/REVIEW.md`, `CLAUDE.md`",
+        inherits="the first of `REVIEW.md`, `.github/REVIEW.md`, `AGENTS.md`, `CLAUDE.md`",
         example="docs/review-guidelines.md")
     instructions: str | None = key("str",
         f"A short text for the reviewer (at most {MAX_INSTRUCTIONS} characters), given to "
