@@ -100,7 +100,6 @@ class GitHubPublisher:
         self._config = config
         self._metrics = metrics
         self._phrase = mention
-        self._bot_login = bot_login
         self._lease = lease
         self._marks = CheckMarks(checks)
         self._checks = checks
