@@ -40,7 +40,7 @@ from service.github.client import GitHubClient
 from service.github.errors import GitHubError
 
 __all__ = ["Check", "check_command", "check_engine", "check_github", "check_store", "check_webhook",
-           "doctor", "run_command"]
+           "check_window", "doctor", "run_command"]
 
 VERSION_TIMEOUT: Final = 20.0
 SHOWN_REPOSITORIES: Final = 10
@@ -114,6 +114,23 @@ def check_engine(config: Config, config_path: str, environ: Mapping[str, str], *
             f"this if {engine.command!r} is a stand-in or logs in another way"))
     found.append(_isolation(config, config_path, environ))
     return found
+
+
+async def check_window(config: Config, environ: Mapping[str, str], *,
+                       transport: httpx.AsyncBaseTransport | None = None) -> Check:
+    """The model's context window and where it came from (``engine.windows``): what a
+    large pull request is split by. Unknown is a warning: calls are then sized by the
+    run's tokens alone, and a server's refusal is the first sign of the limit."""
+    from service.engine.factory import build_engine
+
+    try:
+        engine = build_engine(config.engine, environ, transport=transport)
+    except ValueError as exc:
+        return _problem("engine window", str(exc))
+    window = await engine.sizing(config.budget.max_run_tokens)
+    if window.window.tokens is None:
+        return _warn("engine window", window.window.describe())
+    return _ok("engine window", window.window.describe())
 
 
 def check_command(command: str, environ: Mapping[str, str], run: Runner) -> list[Check]:
@@ -281,6 +298,7 @@ def doctor(config: Config, config_path: str, environ: Mapping[str, str], *,
         checks.extend(more)
 
     report(check_engine(config, config_path, environ, run=run))
+    report([asyncio.run(check_window(config, environ, transport=transport))])
     report(asyncio.run(check_github(config, clock=clock, transport=transport)))
     report([check_store(config)])
     report(check_webhook(config, config_path))

@@ -155,6 +155,13 @@ class EngineConfig:
         "never spends more than it reserved "
         "([ENGINE](ENGINE.md#the-http-engines-the-reservation-is-a-cap)).",
         8192)
+    context_tokens: int = key("int",
+        "The model's context window in tokens: every call's prompt plus its answer fits in "
+        "it, and a pull request too large for one call is reviewed in parts "
+        "([ENGINE](ENGINE.md#the-models-window)). `0`: read it from the server "
+        "(`openai_compatible`: vLLM, llama.cpp, Ollama) or the published window of the "
+        "model; `doctor` shows which.",
+        0, minimum=0)
 
 
 @dataclass(frozen=True, kw_only=True)

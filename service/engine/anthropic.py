@@ -8,11 +8,13 @@ validation is sent back once as an ``is_error`` tool result (the repair attempt)
 
 Each call is sized first (``sizing``): ``POST /v1/messages/count_tokens`` counts its
 input (free of charge; the conservative estimate where a proxy does not serve it), and
-``max_tokens`` is what is left of the run after that input, so a run never spends more
-than its reservation. Usage is the response's ``usage`` (input + output + cache creation
-+ cache read): ``exact``. A 200 without ``usage`` is estimated from the text.
-The API key comes from the environment variable named in config and is sent only in
-the ``x-api-key`` header; it is never logged. A subscription's OAuth token must not be
+``max_tokens`` is what is left of the run and of the model's context window
+(``engine.context_tokens``, else the published window: ``windows``) after that input, so
+a run never spends more than its reservation and the API never refuses its size. Usage
+is the response's ``usage`` (input + output + cache creation + cache read): ``exact``.
+A 200 without ``usage`` is estimated from the text. The API key comes from the
+environment variable named in config and is sent only in the ``x-api-key`` header; it is
+never logged. A subscription's OAuth token must not be
 used here (see docs/ENGINE.md): this engine is for API keys.
 """
 
@@ -31,7 +33,8 @@ import httpx
 from service.budget.usage import Usage
 from service.config.redact import Redactor
 from service.config.secret import Secret
-from service.engine.base import EngineRequest, EngineResult, estimate_tokens, no_usage
+from service.engine import windows
+from service.engine.base import EngineRequest, EngineResult, Sizing, estimate_tokens, no_usage
 from service.engine.findings import (
     Answer,
     parse_answer,
@@ -51,6 +54,7 @@ from service.engine.http_api import (
     error_text,
     finish,
     is_quota,
+    over_window,
     post_json,
     run_guarded,
 )
@@ -97,6 +101,7 @@ class AnthropicEngine:
         clock: Callable[[], datetime] | None = None,
         max_retries: int = 2,
         max_retry_wait: float = 60.0,
+        context_tokens: int = 0,
     ) -> None:
         if not model:
             raise ValueError("engine.model is required for the anthropic engine")
@@ -115,25 +120,42 @@ class AnthropicEngine:
         self._clock = clock or (lambda: datetime.now(UTC))
         self._max_retries = max_retries
         self._max_retry_wait = max_retry_wait
+        self._window = (windows.configured(context_tokens) or windows.from_table(model)
+                        or windows.UNKNOWN)
 
     async def run(self, request: EngineRequest) -> EngineResult:
         """Review or describe ``request``; every outcome is a result."""
         return await run_guarded(self.name, self._model, request, self._run)
+
+    async def window(self) -> windows.Window:
+        """``engine.context_tokens``, else the model's published window."""
+        return self._window
+
+    async def sizing(self, reservation: int) -> Sizing:
+        return Sizing(window=self._window, answer_tokens=self._max_tokens)
+
+    async def price(self, request: EngineRequest) -> int:
+        """The first call's input as ``_call`` sizes it: ``count_tokens`` (free) with its
+        margin, else the conservative estimate."""
+        body = _body(self._model, request)
+        if self._key is None:
+            return conservative_tokens({k: body[k] for k in ("system", "messages", "tools")})
+        spend = RunUsage(self.name, self._model)
+        async with httpx.AsyncClient(transport=self._transport,
+                                     timeout=httpx.Timeout(30.0, connect=10.0)) as client:
+            talk = Conversation(client, body, spend, request, anyio.current_time() + 30.0)
+            return await self._count(talk, self._headers())
+
+    def _headers(self) -> dict[str, str]:
+        assert self._key is not None
+        return {"x-api-key": self._key.reveal(), "anthropic-version": API_VERSION}
 
     async def _run(self, request: EngineRequest, spend: RunUsage) -> EngineResult:
         if self._key is None:
             return EngineResult(usage=no_usage(self.name, self._model),
                                 stop_reason="engine_unavailable",
                                 detail=f"the API key variable {self._key_env} is not set")
-        tool = _tool(request)
-        body: dict[str, Any] = {
-            "model": self._model,
-            "system": system_rules(request.command, request.mode, can_read_files=False),
-            "messages": [{"role": "user", "content": build_prompt(request)}],
-            "tools": [tool],
-            "tool_choice": {"type": "tool", "name": tool["name"],
-                            "disable_parallel_tool_use": True},
-        }
+        body = _body(self._model, request)
         timeout = httpx.Timeout(request.wall_clock_seconds, connect=10.0)
         async with httpx.AsyncClient(transport=self._transport, timeout=timeout) as client:
             talk = Conversation(client, body, spend, request,
@@ -170,13 +192,13 @@ class AnthropicEngine:
         return conservative_tokens({k: body[k] for k in ("system", "messages", "tools")})
 
     async def _call(self, talk: Conversation, problem: str | None) -> _Reply | EngineResult:
-        assert self._key is not None
-        headers = {"x-api-key": self._key.reveal(), "anthropic-version": API_VERSION}
+        headers = self._headers()
         body, spend, request = talk.body, talk.spend, talk.request
         body.pop("max_tokens", None)
         prompt = await self._count(talk, headers)
         fitted = fit(prompt_tokens=prompt, spent=spend.usage.tokens or 0,
-                     allowance=request.max_run_tokens, configured_max=self._max_tokens)
+                     allowance=request.max_run_tokens, configured_max=self._max_tokens,
+                     window=self._window.tokens)
         if fitted.max_tokens is None:
             return does_not_fit(spend, fitted, problem)
         body["max_tokens"] = fitted.max_tokens
@@ -190,7 +212,10 @@ class AnthropicEngine:
         if isinstance(response, CallFailed):
             return call_failed(spend, response)
         if response.status_code != 200:
-            return finish(spend, *_failure(response, self._redactor))
+            failed, detail = _failure(response, self._redactor)
+            if failed == "truncated" and problem is None:  # the prompt is over the window
+                return over_window(spend, detail)
+            return finish(spend, failed, detail)
         try:
             data = response.json()
             if not isinstance(data, dict):
@@ -220,6 +245,19 @@ class AnthropicEngine:
         if stop in _TRUNCATED_STOPS:
             return finish(spend, "truncated", f"the answer was cut off ({stop})")
         return _Reply(content=content, stop_reason=stop, tool_use=tool_use, text=text)
+
+
+def _body(model: str, request: EngineRequest) -> dict[str, Any]:
+    """The request a run starts from (its ``max_tokens`` is set per call)."""
+    tool = _tool(request)
+    return {
+        "model": model,
+        "system": system_rules(request.command, request.mode, can_read_files=False),
+        "messages": [{"role": "user", "content": build_prompt(request)}],
+        "tools": [tool],
+        "tool_choice": {"type": "tool", "name": tool["name"],
+                        "disable_parallel_tool_use": True},
+    }
 
 
 def _tool(request: EngineRequest) -> dict[str, Any]:

@@ -12,6 +12,7 @@ These names are the seam the worker builds on; keep them stable.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Final, Literal, Protocol, get_args
 
 from service.budget.usage import STOP_REASONS, Usage
+from service.engine.windows import Window
 from service.model.severity import SEVERITIES, Severity
 
 Command = Literal["review", "describe"]
@@ -170,6 +172,9 @@ class EngineRequest:
     declined: tuple[str, ...] = ()
     #: Earlier findings whose code changed, to be re-checked (the answer's ``fixed``).
     earlier: tuple[EarlierFinding, ...] = ()
+    #: Set when the pull request is reviewed in several calls (``review.packing``): which
+    #: part this is, e.g. "part 2 of 3", for the prompt to say so.
+    part: str | None = None
 
     def __post_init__(self) -> None:
         _require(self.command in ("review", "describe"),
@@ -206,6 +211,10 @@ class EngineResult:
     detail: str = ""
     session_id: str | None = None
     turns: int | None = None
+    #: The prompt did not fit the model's context window (the engine measured it so, or
+    #: the server refused it so): nothing was read, and the worker lists its files as over
+    #: the window instead of calling the run failed.
+    over_window: bool = False
 
     def __post_init__(self) -> None:
         _require(self.stop_reason in STOP_REASONS,
@@ -217,6 +226,28 @@ class EngineResult:
             object.__setattr__(self, "detail", self.detail[: DETAIL_MAX_CHARS - 1] + "…")
 
 
+@dataclass(frozen=True)
+class Sizing:
+    """What the worker sizes a run's calls by (``review.packing``).
+
+    ``window`` is the model's context window; ``answer_tokens`` the answer each call
+    asks room for (the configured ``max_tokens``, or Claude Code's per-call output cap);
+    ``overhead_tokens`` what every call carries that the prompt does not show (Claude
+    Code's own system prompt and tools); ``bytes_per_token`` how the engine counts text
+    it has not sent (2 for the HTTP engines' conservative bound, 4 for Claude Code's
+    rule of thumb).
+    """
+
+    window: Window
+    answer_tokens: int
+    overhead_tokens: int = 0
+    bytes_per_token: float = 2.0
+
+    def tokens_of(self, text: str) -> int:
+        """``text``'s tokens as this engine would estimate them."""
+        return math.ceil(len(text.encode("utf-8")) / self.bytes_per_token)
+
+
 class Engine(Protocol):
     """A review engine. ``run`` never raises for engine behaviour (see module doc)."""
 
@@ -224,6 +255,15 @@ class Engine(Protocol):
 
     async def run(self, request: EngineRequest) -> EngineResult:
         """Review or describe the change in ``request``; always return a result."""
+        ...
+
+    async def sizing(self, reservation: int) -> Sizing:
+        """The model's window and how calls are counted, for a run of ``reservation``."""
+        ...
+
+    async def price(self, request: EngineRequest) -> int:
+        """The input tokens of ``request``'s first call, counted as the run will count
+        them (a server's own count where the engine uses one), overhead included."""
         ...
 
 

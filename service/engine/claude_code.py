@@ -21,6 +21,11 @@ An answer that does not match the schema gets one repair attempt: a *fresh* shor
 ``claude -p`` call given the bad answer, the problem and the schema (not ``--resume``:
 re-sending the whole review context would cost far more than re-formatting, and a fresh
 call needs no session persistence). Its usage is added to the run's.
+
+A run is not started when its first call alone cannot fit: the CLI's own system prompt
+and tools (``CLI_OVERHEAD_TOKENS``) and the review prompt, with room for an answer, must
+fit the run's tokens and the model's window, because the CLI cannot be stopped inside a
+call and would otherwise end charged above its reservation.
 """
 
 from __future__ import annotations
@@ -38,10 +43,13 @@ from typing import Final
 import anyio
 
 from service.budget.usage import Usage
+from service.engine import windows
 from service.engine.base import (
     EngineRequest,
     EngineResult,
+    Sizing,
     combine_usage,
+    estimate_tokens,
     no_usage,
     unknown_usage,
 )
@@ -50,6 +58,7 @@ from service.engine.findings import Answer, InvalidAnswer, parse_answer_text
 from service.engine.process import ProcessOutcome, Verdict, run_process
 from service.engine.prompt import build_prompt, repair_prompt, system_rules
 from service.engine.sandbox import Sandbox, install_roots
+from service.engine.sizing import MIN_ANSWER_TOKENS
 from service.engine.stream_json import StreamState
 from service.engine.stream_verdict import Abort, Outcome, classify
 
@@ -85,6 +94,10 @@ REPAIR_MAX_TURNS: Final = 3  # 2.x spends a turn before the model replies; leave
 TURN_OUTPUT_MIN: Final = 4_096
 TURN_OUTPUT_MAX: Final = 32_000
 MIN_REPAIR_SECONDS: Final = 5.0
+#: What every API call of the CLI carries before our prompt: its system prompt and the
+#: definitions of the tools it may use (docs/ENGINE.md: 15–30K measured; the read-only
+#: tool set sits at the low end, and this errs high).
+CLI_OVERHEAD_TOKENS: Final = 20_000
 MAX_LINE_BYTES: Final = 8 * 1024 * 1024
 
 
@@ -164,6 +177,8 @@ class ClaudeCodeEngine:
         max_line_bytes: int = MAX_LINE_BYTES,
         sandbox: Sandbox | None = None,
         clock: Callable[[], datetime] | None = None,
+        context_tokens: int = 0,
+        overhead_tokens: int = CLI_OVERHEAD_TOKENS,
     ) -> None:
         self._command = shlex.split(command) if isinstance(command, str) else list(command)
         if not self._command:
@@ -178,6 +193,10 @@ class ClaudeCodeEngine:
         self._max_line_bytes = max_line_bytes
         self._clock = clock or (lambda: datetime.now(UTC))
         self._sandbox = sandbox or Sandbox()
+        self._overhead = overhead_tokens
+        self._window = (windows.configured(context_tokens) or windows.from_table(model)
+                        or windows.Window(windows.CLAUDE_DEFAULT_WINDOW,
+                                          "the window of Claude's models"))
 
     @property
     def sandbox(self) -> Sandbox:
@@ -187,6 +206,36 @@ class ClaudeCodeEngine:
     def install_roots(self) -> tuple[str, ...]:
         """The directories the configured command needs to run (see ``sandbox``)."""
         return install_roots(self._command[0], self._env.get("PATH"))
+
+    async def window(self) -> windows.Window:
+        """``engine.context_tokens``, else the model's published window (a Claude
+        model's when none is configured)."""
+        return self._window
+
+    async def sizing(self, reservation: int) -> Sizing:
+        return Sizing(window=self._window, answer_tokens=turn_output_limit(reservation),
+                      overhead_tokens=self._overhead, bytes_per_token=4.0)
+
+    async def price(self, request: EngineRequest) -> int:
+        """The first call's input: the CLI's overhead, our rules and the prompt (4
+        characters a token: nothing counts before the CLI sends)."""
+        return self._overhead + estimate_tokens(
+            system_rules(request.command, request.mode, can_read_files=True),
+            build_prompt(request))
+
+    async def _first_call_problem(self, request: EngineRequest) -> tuple[str, bool] | None:
+        """Why the first call cannot fit the run or the window (and whether it is the
+        window), or None when it can: its input and the smallest answer worth asking for
+        (``MIN_ANSWER_TOKENS``, as the HTTP engines)."""
+        first = await self.price(request)
+        window = self._window.tokens
+        said = (f"not started: the first call alone would send about {first:,} tokens (the "
+                f"CLI's own {self._overhead:,} included)")
+        if window is not None and first + MIN_ANSWER_TOKENS > window:
+            return f"{said}, over the model's context window of {window:,}", True
+        if first + MIN_ANSWER_TOKENS > request.max_run_tokens:
+            return f"{said}, over the run's {request.max_run_tokens:,}", False
+        return None
 
     async def run(self, request: EngineRequest) -> EngineResult:
         """Review or describe ``request``; every outcome is a result (see module doc)."""
@@ -216,6 +265,10 @@ class ClaudeCodeEngine:
         if not request.workdir.is_dir():
             return EngineResult(usage=no_usage(self.name, self._model),
                                 stop_reason="infrastructure", detail="the worktree is missing")
+        problem = await self._first_call_problem(request)
+        if problem is not None:
+            return EngineResult(usage=no_usage(self.name, self._model), stop_reason="refused",
+                                detail=problem[0], over_window=problem[1])
         try:
             home = self._sandbox.make_home()
         except OSError as exc:  # a full or read-only disk: nothing ran, nothing was spent

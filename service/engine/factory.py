@@ -53,7 +53,7 @@ def build_engine(
             sandbox=Sandbox(isolation=cast(Isolation, config.isolation),
                             read_paths=config.isolation_read_paths,
                             write_paths=config.isolation_write_paths, home_root=home_root),
-            clock=clock,
+            clock=clock, context_tokens=config.context_tokens,
         )
     if kind == "anthropic":
         if not config.model:
@@ -63,6 +63,7 @@ def build_engine(
             api_key_env=config.api_key_env or "ANTHROPIC_API_KEY",
             api_url=config.api_url or DEFAULT_API_URL,
             max_tokens=config.max_tokens, transport=transport, clock=clock,
+            context_tokens=config.context_tokens,
         )
     if kind == "openai_compatible":
         api_url = config.api_url
@@ -76,7 +77,7 @@ def build_engine(
             model=config.model, api_url=api_url, environ=environ,
             api_key_env=config.api_key_env, max_tokens=config.max_tokens,
             response_format=cast(ResponseFormat, response_format),
-            transport=transport, clock=clock,
+            transport=transport, clock=clock, context_tokens=config.context_tokens,
         )
     raise ValueError(f"engine.kind must be claude_code, anthropic or openai_compatible, "
                      f"got {kind!r}")

@@ -26,7 +26,7 @@ import email.utils
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Final, TypeVar
 
@@ -35,6 +35,7 @@ import httpx
 
 from service.budget.usage import Usage
 from service.config.redact import Redactor
+from service.engine import windows
 from service.engine.base import (
     EngineRequest,
     EngineResult,
@@ -300,12 +301,22 @@ def finish(spend: RunUsage, stop_reason: str, detail: str,
 
 
 def does_not_fit(spend: RunUsage, fitted: Fit, problem: str | None) -> EngineResult:
-    """The result when a call would not fit what is left of the run (see ``sizing``): the
-    first call is ``refused`` at no cost; a repair is not made."""
+    """The result when a call would not fit what is left of the run or the model's window
+    (see ``sizing``): the first call is ``refused`` at no cost; a repair is not made."""
     if problem is None:
-        return finish(spend, "refused", f"not sent: {fitted.explain()}")
+        return replace(finish(spend, "refused", f"not sent: {fitted.explain()}"),
+                       over_window=fitted.over_window)
     return finish(spend, "engine_error", f"invalid answer ({problem}); no repair: "
                                          f"{fitted.explain()}")
+
+
+def over_window(spend: RunUsage, detail: str) -> EngineResult:
+    """The server refused the prompt as longer than the model's context: nothing was
+    read (a refused request is not billed)."""
+    said = windows.stated_in_error(detail)
+    window = f" of {said:,} tokens" if said else ""
+    return replace(finish(spend, "refused", f"the prompt is over the model's context "
+                                            f"window{window} ({detail})"), over_window=True)
 
 
 def capped_answer(text: str) -> str:

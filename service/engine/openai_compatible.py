@@ -9,7 +9,9 @@ when the error names them (OpenAI's reasoning models), else ``response_format`` 
 within the call's request budget, and the engine remembers it for later runs.
 
 No server here counts tokens before a call, so each is sized with the conservative
-estimate (``sizing``: 2 bytes a token) and given ``max_tokens`` = what is left of the run.
+estimate (``sizing``: 2 bytes a token) and given ``max_tokens`` = what is left of the run
+and of the model's context window: ``engine.context_tokens``, else what the server says
+(``window_discovery``, asked once), else the published window of the model's name.
 
 Usage: ``prompt_tokens + completion_tokens`` from the response is ``exact``. Local
 servers do not always count: a missing ``usage``, or ``prompt_tokens`` of 0 for a
@@ -31,7 +33,8 @@ import httpx
 from service.budget.usage import Usage
 from service.config.redact import Redactor
 from service.config.secret import Secret
-from service.engine.base import EngineRequest, EngineResult, estimate_tokens
+from service.engine import windows
+from service.engine.base import EngineRequest, EngineResult, Sizing, estimate_tokens
 from service.engine.findings import parse_answer_text, schema_for
 from service.engine.http_api import (
     CallFailed,
@@ -47,11 +50,14 @@ from service.engine.http_api import (
     error_text,
     finish,
     is_quota,
+    over_window,
     post_json,
     run_guarded,
 )
 from service.engine.prompt import build_prompt, repair_message, system_rules
 from service.engine.sizing import conservative_tokens, fit
+from service.engine.window_discovery import discover
+from service.engine.windows import Window
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +87,7 @@ class OpenAICompatibleEngine:
         clock: Callable[[], datetime] | None = None,
         max_retries: int = 2,
         max_retry_wait: float = 60.0,
+        context_tokens: int = 0,
     ) -> None:
         if not model:
             raise ValueError("engine.model is required for the openai_compatible engine")
@@ -104,12 +111,38 @@ class OpenAICompatibleEngine:
         self._clock = clock or (lambda: datetime.now(UTC))
         self._max_retries = max_retries
         self._max_retry_wait = max_retry_wait
+        self._api_url = api_url
+        #: The model's window once known (configured, or the server answered).
+        self._window: Window | None = windows.configured(context_tokens)
 
     async def run(self, request: EngineRequest) -> EngineResult:
         """Review or describe ``request``; every outcome is a result."""
         return await run_guarded(self.name, self._model, request, self._run)
 
-    async def _run(self, request: EngineRequest, spend: RunUsage) -> EngineResult:
+    async def window(self) -> Window:
+        """The model's context window (see the module doc); asked of the server once."""
+        if self._window is not None:
+            return self._window
+        found, answered = await discover(self._api_url, self._model, headers=self._auth(),
+                                         transport=self._transport)
+        window = found or windows.from_table(self._model) or windows.UNKNOWN
+        if answered:  # a server that did not answer is asked again next run
+            self._window = window
+        log.info("the model's context window: %s", window.describe(),
+                 extra={"engine": self.name, "model": self._model})
+        return window
+
+    async def sizing(self, reservation: int) -> Sizing:
+        return Sizing(window=await self.window(), answer_tokens=self._max_tokens)
+
+    async def price(self, request: EngineRequest) -> int:
+        """The first call's input as ``_call`` sizes it (the conservative count)."""
+        return _prompt_tokens(self._body(request))
+
+    def _auth(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self._key.reveal()}"} if self._key else {}
+
+    def _body(self, request: EngineRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self._model,
             "messages": [
@@ -126,12 +159,17 @@ class OpenAICompatibleEngine:
         elif self._format == "json_schema" and "response_format" not in self._refused:
             body["response_format"] = {"type": "json_schema", "json_schema": {
                 "name": request.command, "schema": schema_for(request.command, request.mode)}}
+        return body
+
+    async def _run(self, request: EngineRequest, spend: RunUsage) -> EngineResult:
+        body = self._body(request)
+        window = (await self.window()).tokens
         timeout = httpx.Timeout(request.wall_clock_seconds, connect=10.0)
         async with httpx.AsyncClient(transport=self._transport, timeout=timeout) as client:
             talk = Conversation(client, body, spend, request,
                                 anyio.current_time() + request.wall_clock_seconds)
             return await answer_with_one_repair(
-                spend, request, lambda problem: self._call(talk, problem),
+                spend, request, lambda problem: self._call(talk, problem, window),
                 lambda reply: parse_answer_text(request.command, request.mode, reply),
                 lambda reply, problem: body["messages"].extend([
                     {"role": "assistant", "content": capped_answer(reply)},
@@ -142,16 +180,16 @@ class OpenAICompatibleEngine:
         # OpenAI's reasoning models refuse max_tokens; once one said so, ask the new way.
         return "max_completion_tokens" if "max_tokens" in self._refused else "max_tokens"
 
-    async def _call(self, talk: Conversation, problem: str | None) -> str | EngineResult:
+    async def _call(self, talk: Conversation, problem: str | None,
+                    window: int | None) -> str | EngineResult:
         """One completion; its text, or the run's result when it failed or would not fit."""
         body, spend, request = talk.body, talk.spend, talk.request
-        headers = {"authorization": f"Bearer {self._key.reveal()}"} if self._key else {}
+        headers = self._auth()
         for key in ("max_tokens", "max_completion_tokens"):
             body.pop(key, None)
-        fitted = fit(prompt_tokens=conservative_tokens(
-                         {k: body[k] for k in ("messages", "response_format") if k in body}),
-                     spent=spend.usage.tokens or 0, allowance=request.max_run_tokens,
-                     configured_max=self._max_tokens)
+        fitted = fit(prompt_tokens=_prompt_tokens(body), spent=spend.usage.tokens or 0,
+                     allowance=request.max_run_tokens, configured_max=self._max_tokens,
+                     window=window)
         if fitted.max_tokens is None:
             return does_not_fit(spend, fitted, problem)
         body[self._max_key] = fitted.max_tokens
@@ -175,6 +213,8 @@ class OpenAICompatibleEngine:
         if isinstance(response, CallFailed):
             return call_failed(spend, response)
         if response.status_code != 200:
+            if _context_overflow(response) and problem is None:
+                return over_window(spend, error_text(response, redactor=self._redactor))
             return finish(spend, *_failure(response, self._redactor))
         try:
             data = response.json()
@@ -238,6 +278,12 @@ class OpenAICompatibleEngine:
         out = completion if completion is not None else estimate_tokens(content)
         return Usage(tokens=estimate_tokens(sent) + out, confidence="estimated",
                      engine=self.name, model=model)
+
+
+def _prompt_tokens(body: dict[str, Any]) -> int:
+    """A call's input, conservatively (no server here counts before a call)."""
+    return conservative_tokens({k: body[k] for k in ("messages", "response_format")
+                                if k in body})
 
 
 def _count(value: Any) -> int | None:

@@ -172,6 +172,10 @@ def build_prompt(request: EngineRequest) -> str:
         else f"The diff covers the whole pull request: {request.base_sha} (merge base) to "
              f"{request.head_sha} (head)."
     )
+    if request.part:
+        scope += (f" The change is too large for one call, so it is reviewed in parts: this "
+                  f"is {request.part}. <changed_files> and <diff> hold this part's files; "
+                  "the others are reviewed separately.")
     parts += [scope, _block("diff", reveal_invisible(request.diff) or "(empty diff)")]
     if request.language:
         # Validated when the repository's file was read: letters, digits, spaces, hyphens.

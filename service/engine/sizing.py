@@ -4,9 +4,11 @@ The budget admits a run against its reservation (``max_run_tokens``), so a run m
 spend more. An API call costs its input plus its output, and the output is bounded by the
 call's ``max_tokens``. So before each call the engine measures the input — exactly where
 the server can count (Anthropic's ``count_tokens``), conservatively where it cannot — and
-gives the call ``max_tokens`` = what is left of the run after that input. A call whose
-input leaves less than ``MIN_ANSWER_TOKENS`` for the answer is not made: the first call
-is then ``refused`` (nothing was spent, the numbers say why), a repair is skipped.
+gives the call ``max_tokens`` = what is left of the run after that input, and never more
+than the model's context window leaves after it (servers check prompt + ``max_tokens``
+against the window, ``windows``). A call whose input leaves less than
+``MIN_ANSWER_TOKENS`` for the answer is not made: the first call is then ``refused``
+(nothing was spent, the numbers say why), a repair is skipped.
 """
 
 from __future__ import annotations
@@ -47,17 +49,30 @@ class Fit:
     prompt: int
     left: int
     max_tokens: int | None
+    window: int | None = None
+
+    @property
+    def over_window(self) -> bool:
+        """It does not fit because of the model's window (not the run's tokens)."""
+        return self.max_tokens is None and self.window is not None and self.window <= self.left
 
     def explain(self) -> str:
-        return (f"the prompt is {self.prompt} tokens and {self.left} are left of the run: "
-                f"under {MIN_ANSWER_TOKENS} for the answer")
+        if self.over_window:
+            return (f"the prompt is {self.prompt:,} tokens and the model's context window "
+                    f"{self.window:,}: under {MIN_ANSWER_TOKENS:,} left for the answer")
+        return (f"the prompt is {self.prompt:,} tokens and {self.left:,} are left of the run: "
+                f"under {MIN_ANSWER_TOKENS:,} for the answer")
 
 
-def fit(*, prompt_tokens: int, spent: int, allowance: int, configured_max: int) -> Fit:
+def fit(*, prompt_tokens: int, spent: int, allowance: int, configured_max: int,
+        window: int | None = None) -> Fit:
     """``max_tokens`` for a call whose input is ``prompt_tokens``, after ``spent`` of
-    ``allowance``: the room left, capped by the configured answer size."""
+    ``allowance``, in a model whose context is ``window`` tokens (None: unknown): the
+    room left in both, capped by the configured answer size."""
     left = allowance - spent
     room = left - prompt_tokens
+    if window is not None:
+        room = min(room, window - prompt_tokens)
     if room < MIN_ANSWER_TOKENS:
-        return Fit(prompt_tokens, left, None)
-    return Fit(prompt_tokens, left, min(configured_max, room))
+        return Fit(prompt_tokens, left, None, window)
+    return Fit(prompt_tokens, left, min(configured_max, room), window)

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import io
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -19,6 +21,7 @@ from tests.fake_claude import Scenario
 from tests.simulator import SimulatorTransport
 from tests.simulator.harness import Harness, app_key_pair
 from tests.webhook_env import write_config
+from tests.worker_helpers import job_config
 
 
 def config_file(tmp_path: Path, scenario: Scenario, **sections: dict[str, Any]) -> Path:
@@ -54,6 +57,8 @@ def test_a_ready_install_has_no_problems(tmp_path: Path) -> None:
     assert by_what["engine"].startswith("ok      engine: 2.1.197 (Claude Code) at ")
     assert by_what["engine credential"] == "ok      engine credential: CLAUDE_CODE_OAUTH_TOKEN set"
     assert by_what["engine isolation"].startswith("ok      engine isolation: landlock")
+    assert by_what["engine window"] == ("ok      engine window: 200,000 tokens (the window of "
+                                        "Claude's models)")
     assert by_what["github"].startswith("ok      github: the App 'PR Reviewer' (pr-reviewer, "
                                         "id 4242) accepted the JWT")
     installation = f"installation {harness.installation.id} (acme)"
@@ -157,3 +162,22 @@ def test_the_command_says_registration_is_the_step_left(
     path.write_text("budget: [")
     assert main(["doctor", "--config", str(path)]) == 2
     assert "problem(s)" in capsys.readouterr().err
+
+
+@pytest.mark.anyio
+async def test_the_window_an_openai_compatible_server_states_is_shown() -> None:
+    from service.cli.doctor import check_window
+    from service.config.schema import EngineConfig
+
+    served = httpx.MockTransport(lambda r: httpx.Response(200, json={"data": [
+        {"id": "qwen", "max_model_len": 32768}]}) if r.url.path == "/v1/models"
+        else httpx.Response(404))
+    engine = EngineConfig(kind="openai_compatible", model="qwen",
+                          api_url="http://127.0.0.1:8000/v1")
+    config = replace(job_config(), engine=engine)
+    check = await check_window(config, {}, transport=served)
+    assert check.line() == ("ok      engine window: 32,768 tokens (the server's /v1/models "
+                            "(max_model_len))")
+    silent = httpx.MockTransport(lambda r: httpx.Response(404))
+    unknown = await check_window(config, {}, transport=silent)
+    assert unknown.status == "WARN" and "engine.context_tokens" in unknown.detail

@@ -223,10 +223,11 @@ async def test_stop_reasons(tmp_path: Path, stop: str, expected: str) -> None:
 @pytest.mark.parametrize(("response", "expected"), [
     (api_error(401, "authentication_error", "invalid x-api-key"), "engine_unavailable"),
     (api_error(404, "not_found_error", "model: claude-nope"), "engine_unavailable"),
+    # The prompt is over the model's window: nothing was read, and the run says so.
     (api_error(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 "
-               "maximum"), "truncated"),
+               "maximum"), "refused"),
     (api_error(413, "request_too_large", "Request exceeds the maximum allowed number of "
-               "bytes."), "truncated"),
+               "bytes."), "refused"),
     (api_error(400, "invalid_request_error", "tools.0.name: bad"), "engine_error"),
 ])
 async def test_error_statuses(tmp_path: Path, response: httpx.Response,
@@ -234,6 +235,7 @@ async def test_error_statuses(tmp_path: Path, response: httpx.Response,
     server = Server(response)
     result = await run(tmp_path, server)
     assert result.stop_reason == expected
+    assert result.over_window == (expected == "refused")
     assert len(server.requests) == 1
     assert (result.usage.tokens, result.usage.confidence) == (0, "exact")
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from service.engine.base import EngineRequest, EngineResult
+from service.engine.base import EngineRequest, EngineResult, estimate_tokens
 from service.engine.claude_code import (
     DISALLOWED_TOOLS,
     ENV_ALLOWLIST,
@@ -22,6 +22,7 @@ from service.engine.claude_code import (
     scrubbed_environment,
 )
 from service.engine.hunks import split_findings
+from service.engine.prompt import build_prompt, system_rules
 from tests.fake_claude import FAKE_CLAUDE, Scenario
 from tests.kit.waiting import wait_for
 
@@ -306,7 +307,8 @@ async def test_token_overrun_during_the_run_aborts_as_truncated(
         {"sleep": 60},
     ]
     started = time.monotonic()
-    result, scenario = await play(tmp_path, parent_env, steps,
+    # No CLI overhead is assumed here: this pins the streaming cap, not the start guard.
+    result, scenario = await play(tmp_path, parent_env, steps, overhead_tokens=0,
                                   req=request(tmp_path, max_run_tokens=15_000))
     assert time.monotonic() - started < 30  # the child would otherwise sleep 60 s
     assert result.stop_reason == "truncated"
@@ -540,7 +542,7 @@ async def test_output_is_counted_from_the_streamed_content_not_the_events_usage(
                     {"assistant": {"text": text, "id": "msg_big",
                                    "usage": {"input_tokens": 100, "output_tokens": 20_000}}},
                     {"sleep": 60}]
-    result, scenario = await play(tmp_path, parent_env, steps,
+    result, scenario = await play(tmp_path, parent_env, steps, overhead_tokens=0,
                                   req=request(tmp_path, max_run_tokens=15_000))
     assert result.stop_reason == "truncated", result.detail
     # 100 input + 60 000 / 3 output, and the block in progress at the output cap (4 096).
@@ -646,3 +648,41 @@ async def test_an_api_key_out_of_credit_is_usage_limit_as_in_the_http_engines(
     assert result.stop_reason == "usage_limit", result.detail
     assert result.usage_limit_resets_at is None
     assert (result.usage.tokens, result.usage.confidence) == (0, "exact")
+
+
+# --- the first call must fit before the CLI starts -------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_run_whose_first_call_cannot_fit_its_tokens_is_not_started(
+        tmp_path: Path, parent_env: dict[str, str]) -> None:
+    # The CLI's own ~20 000 tokens and the prompt are over a 15 000-token run: it would
+    # end charged above its reservation, so it never starts.
+    result, scenario = await play(tmp_path, parent_env, SUCCESS_STEPS,
+                                  req=request(tmp_path, max_run_tokens=15_000))
+    assert result.stop_reason == "refused" and not result.over_window
+    assert (result.usage.tokens, result.usage.confidence) == (0, "exact")
+    assert "20,000 included" in result.detail and "over the run's 15,000" in result.detail
+    assert scenario.calls == 0
+
+
+@pytest.mark.anyio
+async def test_a_run_whose_first_call_is_over_the_window_says_so(
+        tmp_path: Path, parent_env: dict[str, str]) -> None:
+    result, scenario = await play(tmp_path, parent_env, SUCCESS_STEPS, context_tokens=20_500)
+    assert result.stop_reason == "refused" and result.over_window
+    assert "context window of 20,500" in result.detail
+    assert scenario.calls == 0
+
+
+@pytest.mark.anyio
+async def test_the_price_is_the_overhead_and_the_prompt_at_four_characters_a_token(
+        tmp_path: Path, parent_env: dict[str, str]) -> None:
+    scenario = Scenario(tmp_path / "fake", SUCCESS_STEPS)
+    eng = engine(scenario, parent_env, overhead_tokens=1_000)
+    req = request(tmp_path)
+    rules = system_rules(req.command, req.mode, can_read_files=True)
+    assert await eng.price(req) == 1_000 + estimate_tokens(rules, build_prompt(req))
+    sizing = await eng.sizing(100_000)
+    assert (sizing.window.tokens, sizing.answer_tokens, sizing.overhead_tokens) == (
+        200_000, 25_000, 1_000)

@@ -26,6 +26,7 @@ from service.engine.base import EngineRequest, EngineResult
 from service.engine.http_api import MAX_RESPONSE_BYTES, REQUESTS_PER_CALL
 from service.engine.openai_compatible import OpenAICompatibleEngine
 from service.engine.sizing import MIN_ANSWER_TOKENS
+from tests.engine.chat_server import chat_only
 from tests.kit.thorough import examples
 
 KEY = "sk-proxy-echoed-key-0123456789abcdef"
@@ -80,7 +81,7 @@ def openai(handler: Handler, **kwargs: Any) -> tuple[OpenAICompatibleEngine, Rec
     recorder = Recorder(handler)
     return OpenAICompatibleEngine(
         model="gpt-5", api_url="http://127.0.0.1:4000/v1", environ={"PROXY_KEY": KEY},
-        api_key_env="PROXY_KEY", transport=httpx.MockTransport(recorder),
+        api_key_env="PROXY_KEY", transport=httpx.MockTransport(chat_only(recorder)),
         **{"sleep": no_sleep, **kwargs}), recorder
 
 
@@ -184,7 +185,7 @@ async def test_a_prompt_that_cannot_fit_is_refused_before_anything_is_sent(
     engine, recorder = anthropic(anthropic_server(500, 0))
     result = await engine.run(request(tmp_path, lines=4_000, cap=30_000))
     assert result.stop_reason == "refused" and result.usage.tokens == 0
-    assert "the prompt is" in result.detail and "30000 are left" in result.detail
+    assert "the prompt is" in result.detail and "30,000 are left" in result.detail
     assert [r.url.path for r in recorder.requests] == ["/v1/messages/count_tokens"]
 
 
@@ -256,14 +257,15 @@ async def test_a_key_a_proxy_echoes_is_never_recorded(
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("status", [400, 500])
-async def test_llama_cpp_context_overflow_is_truncated_with_one_request(
+async def test_llama_cpp_context_overflow_is_over_the_window_with_one_request(
         tmp_path: Path, status: int) -> None:
     engine, recorder = openai(lambda r: httpx.Response(status, json={"error": {
         "code": status, "type": "exceed_context_size_error", "n_prompt_tokens": 9000,
         "n_ctx": 4096,
         "message": "the request exceeds the available context size, try increasing it"}}))
     result = await engine.run(request(tmp_path))
-    assert result.stop_reason == "truncated"
+    assert (result.stop_reason, result.over_window) == ("refused", True)
+    assert (result.usage.tokens, result.usage.confidence) == (0, "exact")
     assert len(recorder.requests) == 1  # not re-sent without response_format, no retries
 
 
@@ -274,7 +276,8 @@ async def test_older_vllm_error_bodies_are_read(tmp_path: Path) -> None:
         "message": "This model's maximum context length is 4096 tokens. However, you "
                    "requested 9000 tokens (8000 in the messages, 1000 in the completion)."}))
     result = await engine.run(request(tmp_path))
-    assert result.stop_reason == "truncated"
+    assert (result.stop_reason, result.over_window) == ("refused", True)
+    assert "over the model's context window of 4,096 tokens" in result.detail
     assert "maximum context length is 4096" in result.detail
     assert len(recorder.requests) == 1
 

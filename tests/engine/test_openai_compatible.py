@@ -16,6 +16,7 @@ from service.engine.base import EngineRequest, estimate_tokens
 from service.engine.factory import build_engine
 from service.engine.findings import review_schema
 from service.engine.openai_compatible import OpenAICompatibleEngine
+from tests.engine.chat_server import chat_only
 
 NOW = datetime(2026, 3, 25, 12, 0, tzinfo=UTC)
 URL = "http://localhost:11434/v1"
@@ -94,7 +95,8 @@ async def run(tmp_path: Path, server: Server, sleeps: list[float] | None = None,
 
     options: dict[str, Any] = {"model": "qwen2.5-coder:14b", "api_url": URL, "environ": {}}
     options.update(kwargs)
-    engine = OpenAICompatibleEngine(transport=httpx.MockTransport(server), sleep=sleep,
+    engine = OpenAICompatibleEngine(transport=httpx.MockTransport(chat_only(server)),
+                                    sleep=sleep,
                                     clock=lambda: NOW, **options)
     return await engine.run(request(tmp_path))
 
@@ -158,11 +160,13 @@ async def test_unsupported_response_format_is_dropped_once(tmp_path: Path) -> No
 
 
 @pytest.mark.anyio
-async def test_context_overflow_is_truncated_without_a_second_try(tmp_path: Path) -> None:
+async def test_context_overflow_is_over_the_window_without_a_second_try(
+        tmp_path: Path) -> None:
     server = Server(oai_error(400, "This model's maximum context length is 8192 tokens. "
                                    "However, you requested 9000 tokens."))
     result = await run(tmp_path, server)
-    assert result.stop_reason == "truncated"
+    assert (result.stop_reason, result.over_window) == ("refused", True)
+    assert "context window of 8,192 tokens" in result.detail
     assert len(server.requests) == 1
 
 
@@ -238,7 +242,7 @@ async def test_factory_requires_url_and_model(tmp_path: Path) -> None:
     config = EngineConfig(kind="openai_compatible", model="llama3")
     object.__setattr__(config, "api_url", "http://127.0.0.1:8080/v1")
     server = Server(httpx.Response(200, json=completion(json.dumps(REVIEW))))
-    engine = build_engine(config, {}, transport=httpx.MockTransport(server))
+    engine = build_engine(config, {}, transport=httpx.MockTransport(chat_only(server)))
     assert engine.name == "openai_compatible"
     result = await engine.run(request(tmp_path))
     assert result.stop_reason == "completed"
@@ -246,3 +250,27 @@ async def test_factory_requires_url_and_model(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="kind"):
         build_engine(EngineConfig(kind="gpt"), {})
     assert build_engine(EngineConfig(), {"PATH": "/usr/bin"}).name == "claude_code"
+
+
+@pytest.mark.anyio
+async def test_each_call_asks_only_the_answer_the_models_window_leaves(tmp_path: Path) -> None:
+    # OpenAI and vLLM refuse prompt + max_tokens over the window, however short the answer.
+    server = Server(httpx.Response(200, json=completion(json.dumps(REVIEW))))
+    engine = OpenAICompatibleEngine(model="m", api_url=URL, environ={}, context_tokens=5_000,
+                                    transport=httpx.MockTransport(chat_only(server)))
+    req = request(tmp_path)
+    prompt = await engine.price(req)
+    result = await engine.run(req)
+    assert result.stop_reason == "completed"
+    assert server.body(0)["max_tokens"] == 5_000 - prompt < 8_192
+
+
+@pytest.mark.anyio
+async def test_a_prompt_over_the_window_is_not_sent(tmp_path: Path) -> None:
+    server = Server(httpx.Response(200, json=completion(json.dumps(REVIEW))))
+    engine = OpenAICompatibleEngine(model="m", api_url=URL, environ={}, context_tokens=1_500,
+                                    transport=httpx.MockTransport(chat_only(server)))
+    result = await engine.run(request(tmp_path))
+    assert (result.stop_reason, result.over_window) == ("refused", True)
+    assert "context window 1,500" in result.detail
+    assert server.requests == []

@@ -225,12 +225,27 @@ async def test_an_answer_over_the_output_maximum_is_truncated(host: dict[str, Pa
 @pytest.mark.anyio
 async def test_the_cap_sees_output_the_events_do_not_report(host: dict[str, Path],
                                                             tmp_path: Path) -> None:
-    # Each assistant event says output_tokens 1; 60 000 bytes of answer is ~20 000 tokens.
-    result, _ = await review(host, tmp_path, "none", [{"text": "y" * 60_000}], answer=False,
-                             max_run_tokens=15_000)
+    # Each assistant event says output_tokens 1; 180 000 bytes of answer is ~60 000
+    # tokens, past the run's 40 000 (whose first call fits: the CLI's own 20 000, the
+    # prompt and a 10 000-token output cap).
+    result, _ = await review(host, tmp_path, "none", [{"text": "y" * 180_000}],
+                             answer=False, max_run_tokens=40_000)
     assert result.stop_reason == "truncated", result.detail
     assert result.usage.confidence == "estimated"
-    assert result.usage.tokens is not None and result.usage.tokens >= 20_000
+    assert result.usage.tokens is not None and result.usage.tokens >= 40_000
+
+
+@pytest.mark.anyio
+async def test_a_run_whose_first_call_cannot_fit_is_never_started(host: dict[str, Path],
+                                                                  tmp_path: Path) -> None:
+    # A 15 000-token run cannot hold the CLI's first call (its own system prompt and tools,
+    # the prompt, an output cap): started, it would end charged above its reservation.
+    result, model = await review(host, tmp_path, "none", [{"text": "y" * 60_000}],
+                                 answer=False, max_run_tokens=15_000)
+    assert result.stop_reason == "refused", result.detail
+    assert "not started" in result.detail
+    assert (result.usage.tokens, result.usage.confidence) == (0, "exact")
+    assert model.requests == []
 
 
 @pytest.mark.anyio

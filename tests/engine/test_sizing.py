@@ -44,19 +44,38 @@ def test_a_call_that_leaves_too_little_for_an_answer_is_not_made_and_says_why() 
     assert edge.max_tokens == MIN_ANSWER_TOKENS == 1_024
     short = fit(prompt_tokens=28_977, spent=0, allowance=30_000, configured_max=8_192)
     assert short.max_tokens is None
-    assert short.explain() == ("the prompt is 28977 tokens and 30000 are left of the run: "
-                               "under 1024 for the answer")
+    assert not short.over_window
+    assert short.explain() == ("the prompt is 28,977 tokens and 30,000 are left of the run: "
+                               "under 1,024 for the answer")
+
+
+def test_the_answer_also_fits_the_models_window() -> None:
+    # A 16K model: servers check prompt + max_tokens against the window, so a 10.7K
+    # prompt may ask for 5.3K of answer, not the configured 8K.
+    sized = fit(prompt_tokens=10_700, spent=0, allowance=30_000, configured_max=8_192,
+                window=16_000)
+    assert sized.max_tokens == 5_300
+    over = fit(prompt_tokens=15_500, spent=0, allowance=30_000, configured_max=8_192,
+               window=16_000)
+    assert over.max_tokens is None and over.over_window
+    assert over.explain() == ("the prompt is 15,500 tokens and the model's context window "
+                              "16,000: under 1,024 left for the answer")
+    # When the run's tokens are what binds, it is not the window's fault.
+    spent = fit(prompt_tokens=15_500, spent=14_000, allowance=30_000, configured_max=8_192,
+                window=200_000)
+    assert spent.max_tokens is None and not spent.over_window
 
 
 @settings(max_examples=examples(200), deadline=None)
 @given(prompt=st.integers(0, 200_000), spent=st.integers(0, 200_000),
-       allowance=st.integers(1, 200_000), configured=st.integers(1, 64_000))
-def test_a_call_never_asks_for_more_than_the_run_has_left(prompt: int, spent: int,
-                                                          allowance: int,
-                                                          configured: int) -> None:
+       allowance=st.integers(1, 200_000), configured=st.integers(1, 64_000),
+       window=st.none() | st.integers(1_024, 300_000))
+def test_a_call_never_asks_for_more_than_the_run_or_the_window_has_left(
+        prompt: int, spent: int, allowance: int, configured: int, window: int | None) -> None:
     sized = fit(prompt_tokens=prompt, spent=spent, allowance=allowance,
-                configured_max=configured)
+                configured_max=configured, window=window)
     if sized.max_tokens is not None:
         assert spent + prompt + sized.max_tokens <= allowance
+        assert window is None or prompt + sized.max_tokens <= window
         assert MIN_ANSWER_TOKENS <= sized.max_tokens <= configured or (
             configured < MIN_ANSWER_TOKENS and sized.max_tokens == configured)

@@ -40,7 +40,9 @@ async def test_a_review_through_claude_code_end_to_end(tmp_path: Path) -> None:
     ])
     sim.engine = ClaudeCodeEngine(command=scenario.command, environ=dict(os.environ),
                                   kill_grace_seconds=0.5, result_grace_seconds=2.0,
-                                  sandbox=scenario.sandbox)
+                                  sandbox=scenario.sandbox,
+                                  # The fake CLI's calls carry no system prompt of its own.
+                                  overhead_tokens=0)
     try:
         token = await sim.github.installation_token(sim.installation_id)
         pr = sim.open_pr({"src/new.py": "x = 1\n"})
