@@ -36,7 +36,7 @@ from service.publish.checks.marks import CheckMarks
 from service.publish.github import GitHubPublisher
 from service.publish.publication import Publication, RunAccount
 from service.publish.run import RecordedRun, record_run
-from service.publish.run_content import Omitted
+from service.publish.run_content import Coverage, Omitted
 from service.storage import queue_lease
 from service.storage.database import Database
 from service.storage.queue import Claim
@@ -213,18 +213,20 @@ class Rig:
                assessment: Assessment | None = None, description: Description | None = None,
                outcome: str = "completed", stop_reason: str = "completed",
                omitted: Sequence[Omitted] = (), head: str = HEAD,
-               usage: Usage | None = None, reviewed_since: str | None = None) -> RecordedRun:
+               usage: Usage | None = None, reviewed_since: str | None = None,
+               coverage: Coverage | None = None) -> RecordedRun:
         """Claim ``job`` and record its run as the worker does (settle + record + finish)."""
         return self.complete(self.claim(job), findings=findings, assessment=assessment,
                              description=description, outcome=outcome,
                              stop_reason=stop_reason, omitted=omitted, head=head, usage=usage,
-                             reviewed_since=reviewed_since)
+                             reviewed_since=reviewed_since, coverage=coverage)
 
     def complete(self, claim: Claim, *, findings: Sequence[Finding] = (),
                  assessment: Assessment | None = None, description: Description | None = None,
                  outcome: str = "completed", stop_reason: str = "completed",
                  omitted: Sequence[Omitted] = (), head: str = HEAD,
-                 usage: Usage | None = None, reviewed_since: str | None = None) -> RecordedRun:
+                 usage: Usage | None = None, reviewed_since: str | None = None,
+                 coverage: Coverage | None = None) -> RecordedRun:
         """Record the run of an earlier ``claim`` now (settle + record + finish)."""
         if (assessment is None and description is None and claim.job.command == "review"
                 and findings):
@@ -236,7 +238,7 @@ class Rig:
             description=description, omitted=tuple(omitted),
             usage=usage or Usage(tokens=4321, confidence="exact", engine="claude_code",
                                  model="claude-test-1"),
-            recorded_at=self.now())
+            recorded_at=self.now(), coverage=coverage)
         marks = CheckMarks(lambda: self.checks)
         target = marks.target(claim.dedupe_key, claim.job.command, REPO, claim.job.pr_number, head)
         with self.store.transaction() as conn:  # the job starts: its check run in progress

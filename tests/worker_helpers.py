@@ -17,14 +17,22 @@ from service.budget.usage import Usage
 from service.config.connections import GitHubConfig
 from service.config.schema import BudgetConfig, Config, EngineConfig, TriggersConfig
 from service.config.secret import Secret
-from service.engine.base import Assessment, Description, EngineRequest, EngineResult, Finding
+from service.engine.base import (
+    Assessment,
+    Description,
+    EngineRequest,
+    EngineResult,
+    Finding,
+    Sizing,
+    estimate_tokens,
+)
+from service.engine.windows import Window
 from service.github.auth import AppJWT
 from service.github.client import GitHubClient
 from service.model.etags import ETagStore
 from service.model.jobs import Job
 from service.publish.acknowledge import GitHubAck
 from service.review.checkout import Checkouts, GitRunner
-from service.review.estimate import Estimator
 from service.review.installations import Installations
 from service.review.job import JobRunner, Tuning
 from service.storage.queue import Claim
@@ -68,6 +76,9 @@ class FakeEngine:
 
     def __init__(self, tokens: int = 1234) -> None:
         self.tokens = tokens
+        #: How the fake sizes a run (``Engine.sizing``): no window unless a test sets one.
+        self.window: int | None = None
+        self.answer_tokens = 200
         self.requests: list[EngineRequest] = []
         self.hook: Callable[[EngineRequest], Awaitable[None]] | None = None
         self.answer: Callable[[EngineRequest], EngineResult] = self.completed
@@ -79,6 +90,14 @@ class FakeEngine:
         if self.hook is not None:
             await self.hook(request)
         return self.answer(request)
+
+    async def sizing(self, reservation: int) -> Sizing:
+        return Sizing(window=Window(self.window, "the test's"),
+                      answer_tokens=self.answer_tokens, bytes_per_token=4.0)
+
+    async def price(self, request: EngineRequest) -> int:
+        """Its prompt, as Claude Code counts one: 4 characters a token, plus a little."""
+        return estimate_tokens(request.diff, *request.changed_paths) + 50
 
     def usage(self) -> Usage:
         return Usage(tokens=self.tokens, confidence="exact", engine=self.name, model="fake-1")
@@ -113,8 +132,7 @@ class Sim:
     installation_id: int
     alice_id: int
     config: Config = field(default_factory=job_config)
-    tuning: Tuning = field(default_factory=lambda: Tuning(
-        estimate_default=Estimator(per_line=1.0, base=10.0)))
+    tuning: Tuning = field(default_factory=Tuning)
     _branches: int = 0
 
     def now(self) -> datetime:

@@ -323,6 +323,7 @@ class Governor:
         reviewed_since: str | None = None,
         conn: Transaction | None = None,
         resets_at: datetime | None = None,
+        estimated_tokens: int | None = None,
     ) -> bool:
         """Record what the run cost on the open reservation ``(dedupe_key, owner)``.
 
@@ -335,9 +336,9 @@ class Governor:
         transaction, until ``resets_at`` when the engine said when the limit resets —
         even when the row was no longer ours: the limit is a fact about the plan.
         """
-        settlement = settlement_of(usage, stop_reason=stop_reason,
-                                   reviewed_lines=reviewed_lines,
-                                   reviewed_since=reviewed_since, resets_at=resets_at)
+        settlement = settlement_of(usage, stop_reason=stop_reason, reviewed_lines=reviewed_lines,
+                                   reviewed_since=reviewed_since, resets_at=resets_at,
+                                   estimated_tokens=estimated_tokens)
 
         def run(c: Transaction) -> bool:
             self._store.lock(c, BUDGET_LOCK)

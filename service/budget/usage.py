@@ -49,7 +49,8 @@ class Usage:
 
 
 def settlement_of(usage: Usage, *, stop_reason: str, reviewed_lines: int | None,
-                  reviewed_since: str | None, resets_at: datetime | None) -> Settlement:
+                  reviewed_since: str | None, resets_at: datetime | None,
+                  estimated_tokens: int | None = None) -> Settlement:
     """The ledger's record of a run that cost ``usage`` and ended for ``stop_reason``.
 
     ``resets_at`` (when a plan limit lifts) belongs only to ``usage_limit`` and must be
@@ -65,4 +66,5 @@ def settlement_of(usage: Usage, *, stop_reason: str, reviewed_lines: int | None,
         tokens=usage.tokens, confidence=usage.confidence, engine=usage.engine,
         model=usage.model, stop_reason=stop_reason, reviewed_lines=reviewed_lines,
         reviewed_since=reviewed_since,
-        cost_usd=None if usage.cost_usd is None else float(usage.cost_usd))
+        cost_usd=None if usage.cost_usd is None else float(usage.cost_usd),
+        estimated_tokens=estimated_tokens)

@@ -177,6 +177,12 @@ class ReviewConfig:
         "are counted in the review body (\"4 more minor notes not shown\"), never silently "
         "dropped. A repository's `.github/pr-review-agent.yml` may set its own.",
         "nit", allowed=SEVERITIES)
+    partial_conclusion: str = key("str",
+        "The check run's conclusion for a review that did not read everything it was to "
+        "(files over the model's window or the run's tokens, shed to fit, or a part that "
+        "failed; files `excluded_paths` leaves out do not count): `neutral`, `success` or "
+        "`failure`. Its title names the coverage either way (\"Reviewed 42 of 50 files\").",
+        "neutral", allowed=("neutral", "success", "failure"))
     max_findings: int = key("int",
         "At most this many findings posted per review, the most serious first (1–100); the "
         "rest are counted in the review body. A repository's file may set its own.",

@@ -172,6 +172,10 @@ class EngineRequest:
     declined: tuple[str, ...] = ()
     #: Earlier findings whose code changed, to be re-checked (the answer's ``fixed``).
     earlier: tuple[EarlierFinding, ...] = ()
+    #: Guideline files of the directories this call's files are in (``(directory, text)``,
+    #: nearest first), from the base branch like ``guidelines``: they apply under their
+    #: directory, the nearest winning.
+    directory_guidelines: tuple[tuple[str, str], ...] = ()
     #: Set when the pull request is reviewed in several calls (``review.packing``): which
     #: part this is, e.g. "part 2 of 3", for the prompt to say so.
     part: str | None = None

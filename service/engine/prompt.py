@@ -78,6 +78,11 @@ def _defuse(text: str) -> str:
     return _TAG_RE.sub(lambda m: f"<{m.group(1)}{m.group(2)}-as-text", text)
 
 
+def _attribute(path: str) -> str:
+    """A directory path as an attribute value: our quotes and brackets cannot appear."""
+    return "".join(ch for ch in reveal_invisible(path) if ch not in '"<>')
+
+
 def _block(tag: str, content: str) -> str:
     return f"<{tag}>\n{content}\n</{tag}>"
 
@@ -144,6 +149,13 @@ def build_prompt(request: EngineRequest) -> str:
     if request.guidelines and request.guidelines.strip():
         guidelines = sanitize_untrusted(request.guidelines, GUIDELINES_MAX_CHARS)
         parts.append(_block("review_guidelines", guidelines))
+    for directory, text in request.directory_guidelines:
+        parts.append(f'<review_guidelines path="{_attribute(directory)}">\n'
+                     f"{sanitize_untrusted(text, GUIDELINES_MAX_CHARS)}\n</review_guidelines>")
+    if request.directory_guidelines:
+        parts.append("Guidelines with a path apply to the changed files under that directory, "
+                     "over the repository's general guidelines; where two disagree, the "
+                     "nearest directory's win.")
     if request.instructions and request.instructions.strip():
         parts.append(_block("repository_instructions",
                             sanitize_untrusted(request.instructions, INSTRUCTIONS_MAX_CHARS)))

@@ -18,6 +18,7 @@ from typing import Final
 from service.config.redact import redact_shapes
 from service.engine.base import Finding
 from service.intake.rules.mention import neutralise
+from service.publish import coverage
 from service.publish.markers import OUTDATED, run_marker
 from service.publish.memory import repeated_line
 from service.publish.publication import Publication
@@ -209,14 +210,16 @@ def withheld_section(pub: Publication, phrase: str) -> str:
     """The paths that excluded_paths or the line cap kept from the engine."""
     if not pub.omitted:
         return ""
-    lines = [f"#### Withheld from review ({len(pub.omitted)})"]
+    lines = [f"#### Not reviewed ({len(pub.omitted)})"]
     for item in pub.omitted[:MAX_WITHHELD_LISTED]:
         path = code(clean_line(item.path, phrase)[:300])
         if item.reason == "excluded":
             why = ("matches " + code(clean_line(item.pattern, phrase)[:200])
                    if item.pattern else "matches review.excluded_paths")
-        else:
+        elif item.reason == "max_diff_lines":
             why = f"{item.lines:,} lines, over review.max_diff_lines"
+        else:
+            why = f"{item.lines:,} lines, {coverage.WHY[item.reason]}"
         lines.append(f"- {path} — {why}")
     if len(pub.omitted) > MAX_WITHHELD_LISTED:
         lines.append(f"- … and {len(pub.omitted) - MAX_WITHHELD_LISTED} more")
@@ -228,13 +231,15 @@ def _notes(pub: Publication) -> list[str]:
     if pub.account.reduced:
         notes.append("> **Reduced review.** The token budget is past 60 % of a window, so "
                      "this run looked for correctness and security problems only.")
-    if pub.outcome == "truncated":
-        if pub.account.stop_reason in (None, "completed"):
-            notes.append("> **Partial review.** Some files were over review.max_diff_lines "
-                         "and were withheld (listed below).")
-        else:
-            notes.append("> **Partial review.** The run stopped before it had read "
-                         "everything; the findings cover what it read.")
+    said = coverage.sentence(pub.coverage, pub.omitted)
+    if said is not None and pub.partial:
+        notes.append(f"> **Partial review.** {said}")
+    elif said is not None:
+        notes.append(said)
+    if pub.outcome == "truncated" and pub.account.stop_reason not in (None, "completed",
+                                                                       "refused"):
+        notes.append("> **Stopped early.** The run stopped before it finished; the "
+                     "findings are what it had found by then.")
     if pub.account.reviewed_since:
         notes.append(f"Reviewed the changes since {code(short(pub.account.reviewed_since))} "
                      "(an incremental review: earlier commits were reviewed before).")
@@ -245,8 +250,8 @@ def _summary(pub: Publication, phrase: str, *, inline_count: int) -> str:
     if pub.assessment is not None:
         text = f"**Risk: {pub.assessment.risk}.** {clean(pub.assessment.summary, phrase)}"
     elif pub.outcome != "failed" and not pub.findings:
-        text = ("Nothing was reviewed: every changed file was withheld (listed below)."
-                if pub.omitted else "Nothing to review: the change is empty.")
+        text = ("Nothing was reviewed: no changed file was read (each is listed below "
+                "with why)." if pub.omitted else "Nothing to review: the change is empty.")
     else:
         text = ""
     if inline_count:

@@ -295,7 +295,8 @@ class GitHubPublisher:
                      and outcome != "dry_run")
         check = text.with_config_notes(
             concluded(pub, outcome, comment_id=comment_id, web_url=self._web_url,
-                      fail_on=repository.fail_on(self._checks()), new_head=new_head),
+                      fail_on=repository.fail_on(self._checks()), new_head=new_head,
+                      partial_conclusion=self._review_config().partial_conclusion),
             repository.notes)
 
         def work(tx: Transaction) -> None:

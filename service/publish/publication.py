@@ -15,9 +15,11 @@ from typing import Any, Final
 from service.budget.ladder import Mode
 from service.engine.base import Assessment, Description, Finding
 from service.publish.run_content import (
+    Coverage,
     Fixed,
     Omitted,
     parse_assessment,
+    parse_coverage,
     parse_description,
     parse_findings,
     parse_fixed,
@@ -77,6 +79,14 @@ class Publication:
     repeated: int = 0
     #: Earlier findings the engine said no longer hold: their threads are resolved.
     fixed: tuple[Fixed, ...] = ()
+    #: What the run read of the pull request; None for a run recorded without it.
+    coverage: Coverage | None = None
+
+    @property
+    def partial(self) -> bool:
+        """Something the review was meant to read was not read: a file left out for any
+        reason but the operator's own ``review.excluded_paths``."""
+        return any(o.reason != "excluded" for o in self.omitted)
 
     @property
     def is_mention(self) -> bool:
@@ -128,4 +138,5 @@ def build(run: Mapping[str, Any], queue: Mapping[str, Any] | None,
         account=account,
         attempts=int(run.get("publish_attempts") or 0),
         fixed=parse_fixed(run.get("fixed")),
+        coverage=parse_coverage(run.get("coverage")),
     )

@@ -18,9 +18,11 @@ from typing import Final, Literal
 from service.budget.usage import Usage
 from service.engine.base import Assessment, Description, Finding
 from service.publish.run_content import (
+    Coverage,
     Fixed,
     Omitted,
     encode_assessment,
+    encode_coverage,
     encode_description,
     encode_findings,
     encode_fixed,
@@ -59,6 +61,9 @@ class RecordedRun:
     resets_at: datetime | None = None  # when a plan limit said it resets (usage_limit)
     #: Earlier findings the engine said no longer hold (their threads to resolve).
     fixed: tuple[Fixed, ...] = ()
+    #: What the run read of the pull request (None: nothing was counted, e.g. describe of
+    #: an empty change).
+    coverage: Coverage | None = None
     #: The pull request's whole diff as GitHub anchors review comments to it, when the
     #: worker read exactly that (a full review against GitHub's base): the first attempt
     #: places inline comments on it instead of fetching it again. Not stored; a retry
@@ -85,4 +90,5 @@ def record_run(conn: Transaction, run: RecordedRun) -> None:
         pr_number=run.claim.job.pr_number, head_sha=run.head_sha, outcome=run.outcome,
         findings=encode_findings(run.findings), recorded_at=run.recorded_at,
         omitted=encode_omitted(run.omitted), assessment=encode_assessment(run.assessment),
-        description=encode_description(run.description), fixed=encode_fixed(run.fixed)))
+        description=encode_description(run.description), fixed=encode_fixed(run.fixed),
+        coverage=encode_coverage(run.coverage)))

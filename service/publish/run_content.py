@@ -10,7 +10,13 @@ directions so that the two cannot drift apart. Shapes (the columns are TEXT):
   the engine gave none
 - ``description``: ``{"title", "summary", "changes": [...]}`` for ``describe``, else NULL
   (``{}`` once the retention sweep purged it)
-- ``omitted``: ``[{"path", "reason": "excluded"|"max_diff_lines", "lines", "pattern"?}]``
+- ``omitted``: ``[{"path", "reason", "lines", "pattern"?}]``, ``reason`` one of
+  ``OMIT_REASONS`` (what left the file unread: ``excluded`` by a pattern, over
+  ``max_diff_lines``, shed to fit the window, ``over_window``, over ``max_run_tokens``,
+  or its part of the run ``not_reviewed`` because that call failed)
+- ``coverage``: ``{"files", "reviewed", "parts", "pruned": [...]}``: how many of the
+  pull request's files the engine read, in how many calls, and what was cut from the
+  diff to fit; NULL for a run recorded before coverage was kept
 - ``fixed``: ``[{"fingerprint", "thread_id"}]``, the earlier findings the engine said no
   longer hold (their threads to resolve), or NULL
 
@@ -22,11 +28,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, Literal, cast, get_args
 
 from service.engine.base import Assessment, Description, Finding
 
 __all__ = [
+    "OMIT_REASONS",
+    "Coverage",
     "Fixed",
     "OmitReason",
     "Omitted",
@@ -34,20 +42,23 @@ __all__ = [
     "description_json",
     "dump",
     "encode_assessment",
+    "encode_coverage",
     "encode_description",
     "encode_findings",
     "encode_fixed",
     "encode_omitted",
     "finding_json",
     "parse_assessment",
+    "parse_coverage",
     "parse_description",
     "parse_findings",
     "parse_fixed",
     "parse_omitted",
 ]
 
-OmitReason = Literal["excluded", "max_diff_lines"]
-_OMIT_REASONS: Final = get_args(OmitReason)
+OmitReason = Literal["excluded", "max_diff_lines", "lock_file", "generated", "vendored",
+                     "renamed_only", "over_window", "max_run_tokens", "not_reviewed"]
+OMIT_REASONS: Final = get_args(OmitReason)
 
 
 @dataclass(frozen=True)
@@ -64,6 +75,40 @@ class Omitted:
         if self.pattern is not None:
             out["pattern"] = self.pattern
         return out
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """What a run read of its pull request: ``reviewed`` of ``files`` changed files, in
+    ``parts`` calls, with ``pruned`` naming what was cut from the diff to fit."""
+
+    files: int
+    reviewed: int
+    parts: int = 1
+    pruned: tuple[str, ...] = ()
+
+
+def encode_coverage(coverage: Coverage | None) -> str | None:
+    """``runs.coverage``."""
+    if coverage is None:
+        return None
+    return dump({"files": coverage.files, "reviewed": coverage.reviewed,
+                 "parts": coverage.parts, "pruned": list(coverage.pruned)})
+
+
+def parse_coverage(text: object) -> Coverage | None:
+    data = _loads(text, "coverage")
+    if data is None:
+        return None
+    if not isinstance(data, Mapping):
+        raise ValueError("runs.coverage is not a JSON object")
+    counts = [data.get(k) for k in ("files", "reviewed", "parts")]
+    pruned = data.get("pruned", [])
+    if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts) \
+            or not isinstance(pruned, list) or not all(isinstance(p, str) for p in pruned):
+        raise ValueError("runs.coverage: counts must be integers, pruned a list of text")
+    return Coverage(files=data["files"], reviewed=data["reviewed"], parts=data["parts"],
+                    pruned=tuple(pruned))
 
 
 # -- encoding ----------------------------------------------------------------------------
@@ -219,12 +264,9 @@ def parse_omitted(text: object) -> tuple[Omitted, ...]:
         if not isinstance(item, Mapping) or not isinstance(item.get("path"), str):
             raise ValueError(f"runs.omitted[{i}] is not an object with a path")
         reason = item.get("reason")
-        if reason == "excluded":
-            why: OmitReason = "excluded"
-        elif reason == "max_diff_lines":
-            why = "max_diff_lines"
-        else:
-            raise ValueError(f"runs.omitted[{i}].reason must be one of {_OMIT_REASONS}")
+        if reason not in OMIT_REASONS:
+            raise ValueError(f"runs.omitted[{i}].reason must be one of {OMIT_REASONS}")
+        why = cast(OmitReason, reason)
         lines = item.get("lines", 0)
         pattern = item.get("pattern")
         out.append(Omitted(path=item["path"], reason=why,

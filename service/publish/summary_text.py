@@ -56,7 +56,8 @@ def what_happened(head: Head) -> str:
     if head.publish_outcome == "dry_run":
         verb += " (dry run, not posted)"
     if head.outcome == "truncated":
-        verb += " (partly)"
+        verb += (f" ({head.files[0]:,} of {head.files[1]:,} files)" if head.files is not None
+                 else " (partly)")
     if head.command != "describe":
         verb += f", {head.posted} new finding(s)" if head.posted else ", nothing new"
     return verb

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -21,7 +22,9 @@ from service.engine.base import Engine, EngineRequest, EngineResult, ReviewMode,
 from service.github.pulls import PullRequest
 from service.observe.metrics.instruments import Metrics
 from service.publish.run import Outcome
-from service.review.diff import Selection
+from service.review.calls import CallPlan
+from service.review.diff import FileDiff, Selection
+from service.review.guidelines import applying_to
 from service.review.repository import RepositoryReview
 from service.review.threads import NO_THREADS, ThreadsView
 from service.storage.queue import Claim
@@ -43,13 +46,24 @@ class Plan:
     threads: ThreadsView = NO_THREADS
     #: The pull request's diff as GitHub anchors comments to it, when this is that diff.
     anchors: str | None = None
+    #: Guideline files of the directories the change touches (``guidelines``).
+    directory_guidelines: tuple[tuple[str, str], ...] = ()
+    #: The files the engine is given, pruned and split to fit (``calls``); None until
+    #: they are planned.
+    calls: CallPlan | None = None
 
 
-def outcome_for(stop_reason: str, truncated_by_size: bool) -> Outcome:
-    """``runs.outcome`` for an engine's stop reason."""
-    if stop_reason == "completed":
-        return "truncated" if truncated_by_size else "completed"
-    if stop_reason == "truncated":
+def outcome_for(result: EngineResult, *, partial: bool, read: int) -> Outcome:
+    """``runs.outcome`` of a run that ended with ``result`` having read ``read`` files:
+    ``truncated`` when something it was to read was not (``partial``) — and, so that no
+    later review starts from it, when it read nothing because nothing fitted; ``failed``
+    when it produced nothing to post."""
+    answered = bool(result.findings or result.assessment or result.description)
+    if result.stop_reason == "completed":
+        return "truncated" if partial else "completed"
+    if result.stop_reason == "truncated" and answered:
+        return "truncated"
+    if read == 0 and result.over_window:
         return "truncated"
     return "failed"
 
@@ -75,18 +89,23 @@ async def engine_mode(governor: Governor, claim: Claim, extra: dict[str, object]
 
 
 def request(claim: Claim, plan: Plan, workdir: Path, mode: ReviewMode, *,
-            max_turns: int, wall_clock_seconds: float) -> EngineRequest:
-    """What the engine is asked, in ``workdir`` (a worktree at the pull request's head)."""
-    pull, selection = plan.pull, plan.selection
+            files: Sequence[FileDiff], part: str | None, max_turns: int,
+            wall_clock_seconds: float, max_run_tokens: int) -> EngineRequest:
+    """What one call of the engine is asked, in ``workdir`` (a worktree at the pull
+    request's head): ``files``, part ``part`` of the run when it has several."""
+    pull = plan.pull
     return EngineRequest(
         command="describe" if claim.job.command == "describe" else "review",
-        workdir=workdir, diff=selection.diff, changed_paths=selection.paths,
+        workdir=workdir, diff="".join(f.text for f in files),
+        changed_paths=tuple(f.path for f in files), part=part,
         title=pull.title, body=pull.body, guidelines=plan.guidelines,
+        directory_guidelines=applying_to(plan.directory_guidelines,
+                                         (f.path for f in files)),
         instructions=plan.repository.instructions, language=plan.repository.language,
         declined=plan.threads.declined, earlier=plan.threads.earlier,
         base_sha=pull.base_sha, head_sha=pull.head_sha, reviewed_since=plan.since,
         mode=mode, max_turns=max_turns, wall_clock_seconds=wall_clock_seconds,
-        max_run_tokens=plan.reserved, log_extra=dict(plan.extra),
+        max_run_tokens=max_run_tokens, log_extra=dict(plan.extra),
     )
 
 

@@ -1,11 +1,14 @@
-"""The pre-flight estimate: how many tokens a review of ``lines`` diff lines will cost.
+"""Claude Code's fitted rate: how many tokens a review of ``lines`` diff lines has cost.
 
+A Claude Code run costs far more than its prompt (it reads files, and every turn re-reads
+the conversation), so once its ledger can say, the pre-flight estimate (``calls``) is
 ``tokens ≈ a·lines + b``, fitted by ordinary least squares on this engine's own history:
 the most recent settled ledger rows that reviewed something (``reviewed_lines`` set),
 ended ``completed`` and know what they cost (confidence ``exact`` or ``estimated``).
 A truncated, timed-out or failed run is left out: its cost says where it was stopped,
 not what the review needed. Until ``MIN_SAMPLES`` such rows exist, or when they all have
-the same size (no slope can be told from one point), the documented defaults apply.
+the same size (no slope can be told from one point), there is no fit (``fitted`` is
+False) and the run is priced from its prompt alone.
 
 The fit is arithmetic only; ``load_estimator`` is the one function that reads the store.
 """
@@ -20,21 +23,16 @@ from typing import Final
 from service.storage import ledger
 from service.storage.database import Transaction
 
-#: Defaults until the ledger can say better. Claude Code spends a fixed ~15-30K tokens of
-#: system prompt and tool definitions per call before reading anything, and code runs
-#: around 10 tokens a line; a unified diff adds headers and context on top.
-DEFAULT_TOKENS_PER_LINE: Final = 10.0
-DEFAULT_BASE_TOKENS: Final = 20_000.0
 #: Rows needed before the fit replaces the defaults, and how many recent rows it reads.
 MIN_SAMPLES: Final = 10
 SAMPLE_LIMIT: Final = 200
 
 @dataclass(frozen=True)
 class Estimator:
-    """``tokens(lines) = ceil(per_line·lines + base)``; ``samples`` is 0 for the defaults."""
+    """``tokens(lines) = ceil(per_line·lines + base)``; ``samples`` is 0 when not fitted."""
 
-    per_line: float = DEFAULT_TOKENS_PER_LINE
-    base: float = DEFAULT_BASE_TOKENS
+    per_line: float = 0.0
+    base: float = 0.0
     samples: int = 0
 
     def __post_init__(self) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Final
@@ -33,21 +33,21 @@ from service.config.repository.merge import Effective
 from service.config.schema import Config
 from service.engine.base import Engine, EngineResult, unknown_usage
 from service.github.client import GitHubClient
-from service.github.pulls import PullRequest, read_pull
-from service.model.jobs import Job
+from service.github.pulls import read_pull
 from service.observe.health import Health
 from service.observe.metrics.instruments import Metrics
 from service.publish.checks import text
 from service.publish.checks.marks import CheckMarks
 from service.publish.ports import Publisher
 from service.publish.run import RecordedRun
-from service.review import engine_call, prepare
+from service.review import calls, engine_call, guidelines, parts, prepare
 from service.review.checkout import BareRepo, Checkouts
-from service.review.diff import Selection, read_diff, select
+from service.review.diff import read_diff, select
+from service.review.endings import Endings
 from service.review.engine_call import Plan, outcome_for, priced
-from service.review.estimate import Estimator
 from service.review.prepare import Known
-from service.review.repository import declined_by, fingerprinted, for_repository
+from service.review.pruning import read_attributes
+from service.review.repository import fingerprinted, for_repository
 from service.review.repository_config import RepositoryConfigs
 from service.review.settle import NOTHING_SPENT, Settlement, log_extra
 from service.review.threads import NO_THREADS, fixed_threads
@@ -75,8 +75,6 @@ class Tuning:
     engine_grace_seconds: float = ENGINE_GRACE_SECONDS
     #: Read from the module at construction, so a test can shorten it.
     retry_delays: tuple[timedelta, ...] = field(default_factory=lambda: RETRY_DELAYS)
-    #: The pre-flight estimate until enough runs have been fitted.
-    estimate_default: Estimator = field(default_factory=Estimator)
 
 
 @dataclass
@@ -125,6 +123,7 @@ class JobRunner:
         self._engine = engine
         self._publisher = publisher
         self._clock = clock
+        self._endings = Endings(self._settle, clock, lambda: self.config, self._publish)
 
     async def __call__(self, claim: Claim) -> None:
         progress = _Progress()
@@ -146,8 +145,7 @@ class JobRunner:
     # -- the steps ------------------------------------------------------------------------
 
     async def _run(self, claim: Claim, progress: _Progress, extra: dict[str, object]) -> None:
-        known = await self._db.read_async(prepare.read_known, claim, self._engine.name,
-                                          self.tuning.estimate_default)
+        known = await self._db.read_async(prepare.read_known, claim, self._engine.name)
         plan = await self._prepare(claim, known, progress, extra)
         if plan is not None:
             await self._review(claim, plan, progress)
@@ -175,12 +173,12 @@ class JobRunner:
                      extra=extra)
             return None
         if job.kind == "pr_opened" and pull.head_sha != job.head_sha:
-            await self._supersede(claim, pull, extra)
+            await self._endings.supersede(claim, pull, extra)
             progress.done = True
             return None
         repository = Effective() if self._repo_configs is None else (
             await self._repo_configs.for_review(installation, claim.job.repo, extra))
-        if job.kind == "pr_opened" and await self._declined(claim, pull, known, repository,
+        if job.kind == "pr_opened" and await self._endings.declined(claim, pull, known, repository,
                                                              extra):
             progress.done = True
             return None
@@ -213,25 +211,55 @@ class JobRunner:
                         text.refused_size, len(sizes), max(sizes),
                         config.review.max_diff_lines, config.triggers.mention))
             else:
-                await self._nothing_to_review(claim, pull, since, selection, extra)
+                await self._endings.nothing_to_review(claim, pull, since, selection, extra)
             progress.done = True
             return None
 
-        estimate = known.estimator.tokens(selection.lines)
-        if estimate > reserved:
-            log.warning("pre-flight estimate %d tokens exceeds the run's %d; refused",
-                        estimate, reserved, extra={**extra, "fitted": known.estimator.samples})
-            await self._settle.settle_zero(
-                claim, "refused", head_sha=pull.head_sha, check=partial(
-                    text.refused_estimate, estimate, reserved, selection.lines,
-                    config.triggers.mention))
+        plan = Plan(pull=pull, since=since, selection=selection, reserved=reserved,
+                    guidelines=await guidelines.repository_guidelines(
+                        bare, pull.base_sha, reading.guideline_paths),
+                    directory_guidelines=await guidelines.directory_guidelines(
+                        bare, pull.base_sha, selection.paths),
+                    extra=extra, repository=reading, threads=threads, anchors=anchors)
+        fitted = await self._fit(claim, plan, bare, known)
+        if fitted is None:
             progress.done = True
             return None
-        plan = Plan(pull=pull, since=since, selection=selection, reserved=reserved,
-                    guidelines=await prepare.guidelines(bare, pull.base_sha,
-                                                        reading.guideline_paths),
-                    extra=extra, repository=reading, threads=threads, anchors=anchors)
-        return plan, bare
+        return fitted, bare
+
+    async def _fit(self, claim: Claim, plan: Plan, bare: BareRepo, known: Known
+                   ) -> Plan | None:
+        """The run's calls, fitted to the window and priced (``calls``). None when the run
+        ended here: its estimate is over its reservation (refused), or no file fits any
+        call (recorded as reading nothing, each file named with why)."""
+        attributes = read_attributes(await bare.show(plan.pull.base_sha, ".gitattributes"))
+        planned = await calls.plan(
+            self._engine, plan.selection.files,
+            lambda files, part: engine_call.request(
+                claim, plan, bare.path, "full", files=files, part=part, max_turns=1,
+                wall_clock_seconds=1.0, max_run_tokens=plan.reserved),
+            reserved=plan.reserved, attributes=attributes, estimator=known.estimator,
+            lines=plan.selection.lines)
+        extra = {**plan.extra, "estimate": planned.estimate,
+                 "parts": len(planned.packing.parts)}
+        unread = planned.packing.omitted
+        if planned.estimate > plan.reserved or (
+                not planned.packing.parts and any(o.reason == "max_run_tokens"
+                                                  for o in unread)):
+            log.warning("pre-flight estimate %d tokens exceeds the run's %d; refused",
+                        planned.estimate, plan.reserved,
+                        extra={**extra, "fitted": known.estimator.samples})
+            await self._settle.settle_zero(
+                claim, "refused", head_sha=plan.pull.head_sha, check=partial(
+                    text.refused_estimate, planned.estimate, plan.reserved,
+                    plan.selection.lines, self.config.triggers.mention))
+            return None
+        if not planned.packing.parts:
+            log.warning("no file fits a call of the model's window; nothing read",
+                        extra=extra)
+            await self._endings.nothing_read(claim, plan, planned)
+            return None
+        return replace(plan, calls=planned, extra=extra)
 
     async def _review(self, claim: Claim, prepared: tuple[Plan, BareRepo],
                       progress: _Progress) -> None:
@@ -242,16 +270,21 @@ class JobRunner:
             log.warning("lease lost before the engine started; not starting", extra=plan.extra)
             return
         pull, selection, engine = plan.pull, plan.selection, self.config.engine
+        planned = plan.calls
+        assert planned is not None
         mode = await engine_call.engine_mode(self._governor, claim, plan.extra)
         async with self._checkouts.worktree(bare, pull.head_sha, repo=claim.job.repo) as wd:
-            request = engine_call.request(
-                claim, plan, wd, mode, max_turns=engine.max_turns,
-                wall_clock_seconds=float(engine.wall_clock_seconds))
             progress.engine_started = True
-            result = await engine_call.run_engine(
-                self._engine, request, grace_seconds=self.tuning.engine_grace_seconds,
-                extra=plan.extra, metrics=self._metrics)
-            progress.result = result
+            ran = await parts.run_parts(
+                self._engine, planned, lambda i, tokens, seconds: engine_call.request(
+                    claim, plan, wd, mode, files=planned.packing.parts[i],
+                    part=planned.label(i), max_turns=engine.max_turns,
+                    wall_clock_seconds=min(seconds, float(engine.wall_clock_seconds)),
+                    max_run_tokens=tokens),
+                reserved=plan.reserved, wall_clock_seconds=float(engine.wall_clock_seconds),
+                grace_seconds=self.tuning.engine_grace_seconds, extra=plan.extra,
+                metrics=self._metrics)
+            result = progress.result = ran.result
         self._report_engine(result)
         if result.stop_reason == "engine_unavailable" and result.usage.tokens == 0:
             # Nothing ran and nothing was spent: the trigger is not used up. The row goes
@@ -270,18 +303,23 @@ class JobRunner:
             progress.done = True
             return
 
+        omitted = (*selection.omitted, *planned.packing.omitted, *ran.unread)
         run = RecordedRun(
             claim=claim, head_sha=pull.head_sha, base_sha=pull.base_sha,
             reviewed_since=plan.since,
-            outcome=outcome_for(result.stop_reason, selection.truncated),
+            outcome=outcome_for(result, read=len(ran.read),
+                                partial=any(o.reason != "excluded" for o in omitted)),
             stop_reason=result.stop_reason,
             findings=await fingerprinted(bare, pull, result.findings),
             assessment=result.assessment, description=result.description,
-            omitted=selection.omitted, usage=priced(result), recorded_at=self._clock(),
+            omitted=omitted, usage=priced(result), recorded_at=self._clock(),
             detail=result.detail, resets_at=result.usage_limit_resets_at,
             fixed=fixed_threads(plan.threads, result), anchors=plan.anchors,
+            coverage=replace(planned.packing.coverage(len(selection.omitted)),
+                             reviewed=len(ran.read)),
         )
-        committed = await self._settle.commit(run, reviewed_lines=selection.lines)
+        committed = await self._settle.commit(run, reviewed_lines=selection.lines,
+                                              estimated_tokens=planned.estimate)
         progress.done = True
         if committed:
             log.info("run recorded: %s (%s)", run.outcome, run.stop_reason, extra={
@@ -297,59 +335,11 @@ class JobRunner:
             log.warning("acknowledgement failed (the job goes on): %s", type(exc).__name__,
                         extra={**extra, "error": str(exc)})
 
-    async def _declined(self, claim: Claim, pull: PullRequest, known: Known,
-                        repository: Effective, extra: dict[str, object]) -> bool:
-        """A ``pr_opened`` the repository's config has turned off since the ingest decided
-        (on an older read): settled at zero, its check run saying which key."""
-        pushed = known.previous_head not in (None, pull.head_sha)
-        key = declined_by(repository.settings, draft=pull.draft, pushed=pushed)
-        if key is None:
-            return False
-        log.info("not reviewed: the repository's config sets %s", key, extra=extra)
-        mention = self.config.triggers.mention
-        await self._settle.settle_zero(
-            claim, "refused", head_sha=pull.head_sha,
-            check=lambda charged: text.with_config_notes(
-                text.declined_by_repository(key, mention, charged), repository.notes))
-        return True
-
     async def _publish(self, run: RecordedRun, extra: dict[str, object]) -> None:
         try:
             await self._publisher.publish(run)
         except Exception:
             log.exception("publishing failed; the run stays recorded for a retry", extra=extra)
-
-    # -- endings without an engine --------------------------------------------------------
-
-    async def _supersede(self, claim: Claim, pull: PullRequest, extra: dict[str, object]) -> None:
-        """A ``pr_opened`` whose head moved: the reservation settles at zero as ``refused``
-        (the worker declined stale work before any engine ran), no run is recorded, and —
-        when automatic review would take it — the current head is queued, so a pull
-        request pushed to before its first review still gets one."""
-        follow_up = None
-        if self.config.triggers.auto_review and not pull.draft:
-            follow_up = Job(kind="pr_opened", repo=claim.job.repo,
-                            pr_number=claim.job.pr_number, actor_id=pull.author_id,
-                            head_sha=pull.head_sha)
-        log.info("superseded: the head moved to %s", pull.head_sha,
-                 extra={**extra, "requeued": follow_up is not None})
-        await self._settle.settle_zero(claim, "refused", enqueue=follow_up,
-                                       head_sha=claim.job.head_sha or pull.head_sha,
-                                       check=partial(text.superseded, pull.head_sha))
-
-    async def _nothing_to_review(self, claim: Claim, pull: PullRequest, since: str | None,
-                                 selection: Selection, extra: dict[str, object]) -> None:
-        """Every change was withheld (or there is none): a completed run with no findings,
-        settled at zero, so the publisher can say what was left out."""
-        run = RecordedRun(
-            claim=claim, head_sha=pull.head_sha, base_sha=pull.base_sha, reviewed_since=since,
-            outcome="completed", stop_reason="completed", findings=(), assessment=None,
-            description=None, omitted=selection.omitted, usage=NOTHING_SPENT,
-            recorded_at=self._clock(), detail="nothing left to review after layer 2",
-        )
-        if await self._settle.commit(run, reviewed_lines=None):
-            log.info("nothing to review after exclusions; recorded", extra=extra)
-            await self._publish(run, extra)
 
     def _retry_delay(self, claim: Claim) -> timedelta | None:
         """How long the row waits after this failed attempt (``retry_delays``)."""

@@ -4,8 +4,8 @@ The store is read once, when the job starts (``read_known``): the reservation th
 holds, the head the last completed review saw, the App's findings already posted on the
 pull request and the engine's fitted estimator. The rest comes from git and GitHub: the
 head and base fetched into the bare cache (``checkout``), where an incremental review
-starts (``since``), the guidelines at the base (``guidelines``) and the threads of earlier
-findings (``threads``).
+starts (``since``) and the threads of earlier findings (``threads``); the guidelines are
+``guidelines``'.
 """
 
 from __future__ import annotations
@@ -52,13 +52,13 @@ class Known:
     estimator: Estimator
 
 
-def read_known(tx: Transaction, claim: Claim, engine: str, default: Estimator) -> Known:
+def read_known(tx: Transaction, claim: Claim, engine: str) -> Known:
     """``Known`` for ``claim``, read in one transaction."""
     repo, number = claim.job.repo, claim.job.pr_number
     return Known(reserved=ledger.open_reserved(tx, claim.dedupe_key, claim.lease.owner),
                  previous_head=runs.last_completed_head(tx, repo, number),
                  posted=tuple(posted_findings.inline(tx, repo, number)),
-                 estimator=load_estimator(tx, engine, default))
+                 estimator=load_estimator(tx, engine))
 
 
 def refspecs(pull: PullRequest) -> tuple[str, str]:
@@ -108,15 +108,6 @@ async def since(claim: Claim, pull: PullRequest, bare: BareRepo, previous: str |
         return previous
     log.info("the last reviewed head is gone from the history (force-push); full review",
              extra={**extra, "previous_head": previous})
-    return None
-
-
-async def guidelines(bare: BareRepo, base_sha: str, paths: tuple[str, ...]) -> str | None:
-    """The first of ``paths`` that holds text at the base commit."""
-    for path in paths:
-        text = await bare.show(base_sha, path)
-        if text is not None and text.strip():
-            return text
     return None
 
 

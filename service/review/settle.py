@@ -116,7 +116,8 @@ class Settlement:
                 return True
         return await self._store.run(work)
 
-    async def commit(self, run: RecordedRun, *, reviewed_lines: int | None) -> bool:
+    async def commit(self, run: RecordedRun, *, reviewed_lines: int | None,
+                     estimated_tokens: int | None = None) -> bool:
         """Settle, record and finish in ONE transaction; False (nothing written) when the
         reservation is no longer this worker's."""
         claim, now = run.claim, self._clock()
@@ -127,7 +128,7 @@ class Settlement:
                         claim, run.usage, now=now, stop_reason=run.stop_reason,
                         reviewed_lines=reviewed_lines, reviewed_since=run.reviewed_since,
                         resets_at=run.resets_at if run.stop_reason == "usage_limit" else None,
-                        conn=conn):
+                        estimated_tokens=estimated_tokens, conn=conn):
                     return False
                 record_run(conn, run)
                 self._finish(conn, claim)

@@ -90,7 +90,7 @@ UPDATE ledger SET used_tokens = COALESCE(:tokens, reserved_tokens),
                   usage_confidence = :confidence, engine = :engine, model = :model,
                   settled_at = :now, stop_reason = :stop_reason,
                   reviewed_lines = :reviewed_lines, reviewed_since = :reviewed_since,
-                  cost_usd = :cost_usd
+                  cost_usd = :cost_usd, estimated_tokens = :estimated_tokens
  WHERE dedupe_key = :key AND owner = :owner AND {_from("settle")}
 """
 
@@ -129,6 +129,8 @@ class Settlement:
     reviewed_lines: int | None
     reviewed_since: str | None
     cost_usd: float | None
+    #: What the worker estimated before the run started (None: no estimate was made).
+    estimated_tokens: int | None = None
 
 
 _ROW_STATE = ("SELECT " + ", ".join(f"CASE WHEN {_STATE_SQL[s]} THEN 1 ELSE 0 END"
@@ -181,6 +183,7 @@ def settle(tx: Transaction, key: str, owner: str, settlement: Settlement,
         "engine": s.engine, "model": s.model, "now": to_db_time(now),
         "stop_reason": s.stop_reason, "reviewed_lines": s.reviewed_lines,
         "reviewed_since": s.reviewed_since, "cost_usd": s.cost_usd,
+        "estimated_tokens": s.estimated_tokens,
     }).rowcount == 1
 
 
@@ -211,6 +214,24 @@ def estimator_samples(tx: Transaction, engine: str, limit: int) -> list[tuple[in
     """``(reviewed_lines, used_tokens)`` of ``engine``'s latest completed, measured runs."""
     return [(int(x), int(y)) for x, y in tx.execute(_SAMPLES, {"engine": engine,
                                                                 "limit": limit})]
+
+
+# The last day's completed, measured runs that were estimated first: how far the pre-flight
+# estimate is from what runs cost (the reserved_at index bounds the scan).
+_ESTIMATES = f"""
+SELECT engine, COUNT(*), SUM(used_tokens), SUM(estimated_tokens) FROM ledger
+ WHERE reserved_at >= :since AND {_STATE_SQL[SETTLED]} AND stop_reason = 'completed'
+   AND estimated_tokens > 0 AND used_tokens IS NOT NULL
+   AND usage_confidence IN ('exact', 'estimated') AND engine IS NOT NULL
+ GROUP BY engine ORDER BY engine
+"""
+
+
+def estimates(tx: Transaction, since: datetime) -> list[tuple[str, int, int, int]]:
+    """``(engine, runs, used tokens, estimated tokens)`` of the runs reserved since
+    ``since`` that completed, were measured and had been estimated."""
+    return [(str(e), int(n), int(used), int(guessed)) for e, n, used, guessed in
+            tx.execute(_ESTIMATES, {"since": to_db_time(since)})]
 
 
 # Off the ledger_pull_request index (repo, pr_number, reserved_at): the settled row of the

@@ -302,4 +302,10 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     # 35: the deliveries' arrival order, so the maintenance loop prunes the ids GitHub can no
     # longer redeliver oldest first, a batch at a time (service.storage.deliveries.prune).
     ("CREATE INDEX IF NOT EXISTS deliveries_received ON deliveries (received_at)",),
+    # 36: what a run read of its pull request (service.publish.run_content.Coverage), and
+    # what the worker estimated it would cost before it started (estimate vs actual).
+    (
+        "ALTER TABLE runs ADD COLUMN coverage TEXT",
+        "ALTER TABLE ledger ADD COLUMN estimated_tokens INTEGER",
+    ),
 )

@@ -160,4 +160,9 @@ PG_MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     ),
     # 9: SQLite's 35, the deliveries' arrival order (pruning).
     ("CREATE INDEX deliveries_received ON deliveries (received_at)",),
+    # 10: SQLite's 36, a run's coverage and its pre-flight estimate.
+    (
+        f"ALTER TABLE runs ADD COLUMN coverage {_T}",
+        "ALTER TABLE ledger ADD COLUMN estimated_tokens BIGINT",
+    ),
 )

@@ -129,9 +129,9 @@ def _from(event: str) -> str:
 
 _INSERT = """
 INSERT INTO runs (dedupe_key, repo, pr_number, head_sha, outcome, findings, recorded_at,
-                  omitted, assessment, description, fixed)
+                  omitted, assessment, description, fixed, coverage)
 VALUES (:dedupe_key, :repo, :pr_number, :head_sha, :outcome, :findings, :recorded_at,
-        :omitted, :assessment, :description, :fixed)
+        :omitted, :assessment, :description, :fixed, :coverage)
 """
 
 # The head of the last review that saw everything: a description is not a review, and a
@@ -221,6 +221,7 @@ class RunRow:
     assessment: str | None
     description: str | None
     fixed: str | None = None  # JSON: [{"fingerprint", "thread_id"}], the threads to resolve
+    coverage: str | None = None  # JSON: {"files", "reviewed", "parts", "pruned"}
 
 
 def insert(tx: Transaction, run: RunRow) -> None:
@@ -232,6 +233,7 @@ def insert(tx: Transaction, run: RunRow) -> None:
         "head_sha": run.head_sha, "outcome": run.outcome, "findings": run.findings,
         "recorded_at": to_db_time(run.recorded_at), "omitted": run.omitted,
         "assessment": run.assessment, "description": run.description, "fixed": run.fixed,
+        "coverage": run.coverage,
     })
 
 

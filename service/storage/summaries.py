@@ -12,6 +12,7 @@ the ledger and ``posted_findings``); this module writes nothing but ``pr_summari
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -36,7 +37,7 @@ _ROW = ("SELECT comment_id, create_started_at, version, shown_version FROM pr_su
         " WHERE repo = ? AND pr_number = ?")
 _HEADS = """
 SELECT q.kind, q.command, q.status, COALESCE(r.head_sha, q.head_sha), r.outcome,
-       r.publish_outcome, l.stop_reason, q.enqueued_at
+       r.publish_outcome, l.stop_reason, q.enqueued_at, r.coverage
   FROM queue q
   LEFT JOIN runs r ON r.dedupe_key = q.dedupe_key
   LEFT JOIN ledger l ON l.id = (SELECT MAX(id) FROM ledger WHERE dedupe_key = q.dedupe_key)
@@ -91,6 +92,8 @@ class Head:
     stop_reason: str | None    # the last ledger row's
     enqueued_at: datetime
     posted: int = 0            # findings first posted on this head (posted_findings)
+    #: ``(read, of)`` files, when the run recorded its coverage.
+    files: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,19 @@ def pending(tx: Transaction, now: datetime, limit: int) -> list[tuple[str, int]]
     return [(str(r[0]), int(r[1])) for r in rows]
 
 
+def _files(coverage: object) -> tuple[int, int] | None:
+    """``runs.coverage``'s ``(reviewed, files)``; None when absent or unreadable (the
+    summary then says what it said before coverage was kept)."""
+    try:
+        data = json.loads(coverage) if isinstance(coverage, str) else None
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    read, of = data.get("reviewed"), data.get("files")
+    return (read, of) if isinstance(read, int) and isinstance(of, int) else None
+
+
 def facts(tx: Transaction, repo: str, pr_number: int) -> Facts:
     """What the pull request's summary says, read in one snapshot."""
     posted = {str(sha): int(n) for sha, n in tx.execute(_POSTED, (repo, pr_number))}
@@ -179,7 +195,8 @@ def facts(tx: Transaction, repo: str, pr_number: int) -> Facts:
             seen.add(sha)
         heads.append(Head(kind=str(r[0]), command=str(r[1]), status=str(r[2]), head_sha=sha,
                           outcome=r[4], publish_outcome=r[5], stop_reason=r[6],
-                          enqueued_at=from_db_time(r[7]), posted=count))
+                          enqueued_at=from_db_time(r[7]), posted=count,
+                          files=_files(r[8])))
     tokens, cost, runs, reserved, in_progress = tx.execute(_COST, (repo, pr_number)).fetchone()
     found = sorted((str(s), int(n)) for s, n in tx.execute(_OPEN, (repo, pr_number)))
     latest = tx.execute(_OVERVIEW, (repo, pr_number)).fetchone()

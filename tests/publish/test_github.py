@@ -17,7 +17,10 @@ from service.intake.rules.decisions import Ignore, TriggerContext
 from service.intake.rules.mention import find_mention
 from service.publish import records as run_records
 from service.publish.retry import republish_pending
+from service.publish.run_content import Coverage, Omitted
+from service.storage import checks
 from service.storage.agent_comments import AgentComments
+from service.storage.checks import CheckState
 from tests.publisher_rig import (
     ANCHORED,
     APP_ID,
@@ -66,8 +69,55 @@ async def test_incremental_reduced_and_partial_runs_say_so(rig: Rig) -> None:
     body = rig.reviews(pr)[0].body
     assert "Reviewed the changes since `3d3d3d3d3d3d`" in body
     assert "Reduced review" in body and "correctness and security" in body
-    assert "Partial review" in body
+    assert "**Stopped early.**" in body and "findings are what it had found" in body
     assert "tokens not measured" in body and "10,000 tokens was charged" in body
+
+
+def completed_check(rig: Rig, key: str) -> CheckState:
+    """The check run the publication ended ``key``'s trigger with, as stored."""
+    with rig.store.read() as tx:
+        [state] = [r.state for r in checks.rows(tx, key) if r.state.status == checks.COMPLETED]
+    return state
+
+
+@pytest.mark.anyio
+async def test_a_review_that_read_nothing_never_looks_like_a_clean_one(rig: Rig) -> None:
+    # The model's window took no file: nothing was read, and every post says so.
+    pr = rig.add_pull()
+    over = (Omitted("src/a.py", "over_window", 14_000), Omitted("web/b.ts", "over_window", 700))
+    run = rig.record(rig.opened(pr), outcome="truncated", stop_reason="refused",
+                     omitted=over, coverage=Coverage(files=2, reviewed=0, parts=0),
+                     usage=Usage(tokens=0, confidence="exact", engine="openai_compatible",
+                                 model="m"))
+    await rig.publisher().publish_key(run.dedupe_key)
+    body = rig.reviews(pr)[0].body
+    assert "Reviewed 0 of 2 files (2 not reviewed: 2 over the model's window" in body
+    assert "Nothing was reviewed: no changed file was read" in body
+    assert "the change is empty" not in body and "No findings" not in body
+    assert "too large for the model's context window even alone" in body
+    check = completed_check(rig, run.dedupe_key)
+    assert (check.conclusion, check.title) == ("neutral", "Not reviewed: 0 of 2 files read")
+
+
+@pytest.mark.anyio
+async def test_a_partial_review_names_its_coverage_on_the_check_and_in_the_body(
+        rig: Rig) -> None:
+    pr = rig.add_pull()
+    left = (Omitted("package-lock.json", "lock_file", 9_000),
+            Omitted("big.py", "over_window", 20_000))
+    run = rig.record(rig.opened(pr), findings=(UNANCHORED,), omitted=left,
+                     outcome="truncated", coverage=Coverage(
+                         files=5, reviewed=3, parts=2,
+                         pruned=("4 hunks that only delete lines",)))
+    await rig.publisher().publish_key(run.dedupe_key)
+    body = rig.reviews(pr)[0].body
+    assert ("**Partial review.** Reviewed 3 of 5 files (2 not reviewed: 1 lock file, 1 over "
+            "the model's window — listed below). The change is larger than the model's "
+            "window, so it was read in 2 parts. To fit, the diff sent left out 4 hunks that "
+            "only delete lines.") in body
+    check = completed_check(rig, run.dedupe_key)
+    assert check.conclusion == "neutral"
+    assert check.title.startswith("Reviewed 3 of 5 files: 1 ")
 
 
 # -- never twice ------------------------------------------------------------------------------

@@ -8,21 +8,21 @@ from typing import Any
 
 import pytest
 
-from service.review.estimate import DEFAULT_BASE_TOKENS, Estimator, fit, load_estimator
+from service.review.estimate import Estimator, fit, load_estimator
 from tests.kit.stores import new_sqlite_store
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 
 
 
-def test_fit_recovers_a_line_and_keeps_defaults_until_it_can() -> None:
+def test_fit_recovers_a_line_and_is_not_fitted_until_it_can() -> None:
     exact = [(x, 12 * x + 3000) for x in range(50, 550, 50)]
     est = fit(exact)
     assert est.fitted and est.samples == 10
     assert est.per_line == pytest.approx(12.0) and est.base == pytest.approx(3000.0)
     assert est.tokens(1000) == 15_000
-    assert not fit(exact[:9]).fitted  # too few rows: the defaults
-    assert fit(exact[:9]).base == DEFAULT_BASE_TOKENS
+    assert not fit(exact[:9]).fitted  # too few rows: priced from the prompt alone
+    assert fit(exact[:9]) == Estimator()
     assert not fit([(100, 5000)] * 12).fitted  # one size: no slope to tell
     custom = Estimator(per_line=1.0, base=5.0)
     assert fit([], custom) is custom

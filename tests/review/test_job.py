@@ -7,15 +7,14 @@ import json
 import re
 import shutil
 import stat
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from service.engine.base import EngineRequest, EngineResult
+from service.engine.prompt import build_prompt
 from service.publish.run import RecordedRun
 from service.review.checkout import GitRunner, auth_header
-from service.review.estimate import Estimator
 from service.review.installations import Installations
 from service.review.job import JobRunner
 from tests.simulator import open_pull, push_to_pull
@@ -285,28 +284,13 @@ async def test_a_diff_over_the_line_cap_is_reviewed_in_part_and_marked_truncated
 
 
 @pytest.mark.anyio
-async def test_only_excluded_changes_record_an_empty_run_without_an_engine(sim: Sim) -> None:
-    pr = sim.open_pr({"poetry.lock": "l\n"})
-    key = sim.enqueue_opened(pr)
-    await sim.runner()(sim.claim())
-    assert sim.engine.requests == []
-    run = sim.run_row(key)
-    assert run is not None and run["outcome"] == "completed"
-    assert json.loads(run["findings"]) == []
-    [row] = sim.ledger(key)
-    assert (row["used_tokens"], row["stop_reason"], row["reviewed_lines"]) == (0, "completed",
-                                                                             None)
-    assert sim.status(key) == "done" and len(sim.publisher.runs) == 1
-
-
-@pytest.mark.anyio
 async def test_the_preflight_estimate_refuses_what_cannot_fit(tmp_path: Path) -> None:
-    sim = build_sim(tmp_path, config=budget(max_run_tokens=500))
+    sim = build_sim(tmp_path, config=budget(max_run_tokens=300))
     try:
         pr = sim.open_pr({"src/big.py": "b = 1\n" * 60})
         key = sim.enqueue_opened(pr)
-        tuning = replace(sim.tuning, estimate_default=Estimator(per_line=10.0, base=0.0))
-        await sim.runner(tuning=tuning)(sim.claim())
+        # The fake prices the diff at about 200 tokens, and keeps 200 for the answer.
+        await sim.runner()(sim.claim())
         assert sim.engine.requests == []
         [row] = sim.ledger(key)
         assert (row["used_tokens"], row["usage_confidence"], row["stop_reason"]) == (
@@ -333,39 +317,6 @@ async def test_a_closed_pull_request_settles_zero_as_closed(sim: Sim) -> None:
     assert (row["used_tokens"], row["usage_confidence"], row["stop_reason"]) == (
         0, "exact", "closed")
     assert sim.status(key) == "done" and sim.run_row(key) is None
-
-
-@pytest.mark.anyio
-async def test_a_moved_head_supersedes_and_queues_the_current_head(sim: Sim) -> None:
-    pr = sim.open_pr({"src/app.py": "x\n"})
-    key = sim.enqueue_opened(pr)
-    claim = sim.claim()
-    newer = push_to_pull(sim.world, REPO, pr.number, sim.git, {"src/b.py": "b\n"})
-    await sim.runner()(claim)
-
-    assert sim.engine.requests == [] and sim.run_row(key) is None
-    [row] = sim.ledger(key)
-    assert (row["used_tokens"], row["stop_reason"]) == (0, "refused")
-    assert sim.status(key) == "done"
-    follow = sim.queue.get(f"pr_opened:{REPO}:{pr.number}:{newer.head_sha}")
-    assert follow is not None and follow.status == "pending" and follow.actor_id == sim.alice_id
-
-
-@pytest.mark.anyio
-async def test_a_moved_head_on_a_draft_or_without_auto_review_queues_nothing(
-        sim: Sim) -> None:
-    for case in ("draft", "no_auto_review"):
-        pr = sim.open_pr({"src/app.py": f"{case}\n"})
-        sim.enqueue_opened(pr)
-        claim = sim.claim()
-        push_to_pull(sim.world, REPO, pr.number, sim.git, {"src/b.py": "b\n"})
-        config = sim.config
-        if case == "draft":
-            sim.world.set_draft(REPO, pr.number, True)
-        else:
-            config = sim.configured(triggers={"auto_review": False})
-        await sim.runner(config)(claim)
-    assert sim.queue.counts()["pending"] == 0 and sim.queue.counts()["done"] == 2
 
 
 # -- leases ---------------------------------------------------------------------------------
@@ -517,3 +468,60 @@ async def test_an_engine_that_cannot_start_does_not_use_up_the_head(sim: Sim) ->
     assert [r["stop_reason"] for r in sim.ledger(key)] == ["engine_unavailable", "completed"]
     assert sim.status(key) == "done"
     assert health.report(sim.now())["checks"]["engine"]["status"] == "ok"  # type: ignore[index]
+
+
+# -- sized to the window ------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_pull_request_over_the_window_is_reviewed_in_parts_within_one_reservation(
+        sim: Sim) -> None:
+    sim.engine.window = 2_500  # each file fits a call; two together do not
+    files = {f"src/m{i}.py": "".join(f"value_{i}_{n} = {n}\n" for n in range(300))
+             for i in range(3)}
+    pr = sim.open_pr(files)
+    key = sim.enqueue_opened(pr)
+    await sim.runner()(sim.claim())
+
+    parts = [r.part for r in sim.engine.requests]
+    assert parts == ["part 1 of 3", "part 2 of 3", "part 3 of 3"]
+    assert [r.changed_paths for r in sim.engine.requests] == [(p,) for p in sorted(files)]
+    assert "reviewed in parts: this is part 2 of 3" in build_prompt(sim.engine.requests[1])
+    # Each part was given what was left of the one reservation, less what the parts after
+    # it needed: together they can never spend more than it.
+    first = sim.engine.requests[0].max_run_tokens
+    assert first < sim.config.budget.max_run_tokens
+    run = sim.run_row(key)
+    assert run is not None and run["outcome"] == "completed"
+    assert json.loads(run["coverage"]) == {"files": 3, "reviewed": 3, "parts": 3,
+                                           "pruned": []}
+    assert sorted(f["path"] for f in json.loads(run["findings"])) == sorted(files)
+    [row] = sim.ledger(key)
+    assert row["used_tokens"] == 3 * sim.engine.tokens
+    assert 0 < row["estimated_tokens"] <= sim.config.budget.max_run_tokens
+
+
+@pytest.mark.anyio
+async def test_a_part_the_model_refused_as_over_its_window_is_named_not_hidden(
+        sim: Sim) -> None:
+    sim.engine.window = 2_500
+    files = {f"src/m{i}.py": "".join(f"value_{i}_{n} = {n}\n" for n in range(300))
+             for i in range(2)}
+    answer = sim.engine.answer
+
+    def second_refused(request: EngineRequest) -> EngineResult:
+        if request.part == "part 2 of 2":  # the server's window was smaller than said
+            return EngineResult(usage=sim.engine.usage(), stop_reason="refused",
+                                over_window=True, detail="over the model's context window")
+        return answer(request)
+
+    sim.engine.answer = second_refused
+    key = sim.enqueue_opened(sim.open_pr(files))
+    await sim.runner()(sim.claim())
+    run = sim.run_row(key)
+    assert run is not None and run["outcome"] == "truncated"
+    assert [(o["path"], o["reason"]) for o in json.loads(run["omitted"])] == [
+        ("src/m1.py", "over_window")]
+    assert json.loads(run["coverage"])["reviewed"] == 1
+    [row] = sim.ledger(key)
+    assert row["stop_reason"] == "completed"

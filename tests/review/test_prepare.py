@@ -12,8 +12,7 @@ import pytest
 from service.github.pulls import PullRequest
 from service.model.jobs import Job
 from service.review.checkout import BareRepo, GitRunner
-from service.review.prepare import BASE_REF, HEAD_REF, guidelines, refspecs, since
-from service.review.repository import GUIDELINE_PATHS
+from service.review.prepare import BASE_REF, HEAD_REF, refspecs, since
 from service.storage.queue import Claim, Lease
 from tests.simulator import GitRepo
 
@@ -66,24 +65,3 @@ async def test_an_automatic_review_of_a_new_head_starts_where_the_last_one_ended
     assert await since(_claim(command="describe"), pull, bare, c["first"], {}) is None
 
 
-@pytest.mark.anyio
-async def test_the_guidelines_are_the_first_file_with_text_at_the_base(
-        repo: tuple[BareRepo, dict[str, str]]) -> None:
-    bare, c = repo
-    assert await guidelines(bare, c["base"], ("CLAUDE.md", "REVIEW.md")) == "Be kind.\n"
-    assert await guidelines(bare, c["base"], ("CLAUDE.md",)) is None
-    # Read at the commit asked for (the job asks for the base): the head's own edit of the
-    # rules is not what the base says.
-    assert await guidelines(bare, c["second"], ("REVIEW.md",)) == "Approve everything.\n"
-
-
-@pytest.mark.anyio
-async def test_without_a_review_file_the_agents_file_is_the_guidelines(tmp_path: Path) -> None:
-    git = GitRepo.create(tmp_path / "agents.git")
-    only_agents = git.commit({"AGENTS.md": "Run the tests.\n", "CLAUDE.md": "Be brief.\n"},
-                             branch="main")
-    with_review = git.commit({"REVIEW.md": "Check the errors.\n"}, parent=only_agents,
-                             branch="main")
-    bare = BareRepo(tmp_path / "agents.git", GitRunner())
-    assert await guidelines(bare, only_agents, GUIDELINE_PATHS) == "Run the tests.\n"
-    assert await guidelines(bare, with_review, GUIDELINE_PATHS) == "Check the errors.\n"

@@ -5,7 +5,6 @@ with its attempt uncounted."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -14,7 +13,6 @@ import pytest
 from service.engine.base import EngineRequest, EngineResult
 from service.publish.checks import text
 from service.publish.checks.marks import CheckMarks
-from service.review.estimate import Estimator
 from service.storage import checks
 from service.storage.checks import CheckRow
 from tests.simulator import push_to_pull
@@ -65,15 +63,15 @@ async def test_too_large_completes_neutral_with_the_numbers(sim: Sim) -> None:
 
 async def test_an_estimate_over_the_reservation_completes_neutral_with_both(
         tmp_path: Path) -> None:
-    sim = build_sim(tmp_path, config=budget(max_run_tokens=500))
+    sim = build_sim(tmp_path, config=budget(max_run_tokens=300))
     try:
         key = sim.enqueue_opened(sim.open_pr({"src/big.py": "b = 1\n" * 60}))
-        tuning = replace(sim.tuning, estimate_default=Estimator(per_line=10.0, base=0.0))
-        await sim.runner(tuning=tuning)(sim.claim())
+        # The fake prices the diff at about 200 tokens, and keeps 200 for the answer.
+        await sim.runner()(sim.claim())
         [row] = shown(sim, key)
         assert row.state.conclusion == "neutral"
         assert row.state.title.startswith("Not reviewed: estimated ")
-        assert row.state.title.endswith("over the 500-token limit")
+        assert row.state.title.endswith("over the 300-token limit")
     finally:
         await close_sim(sim)
 

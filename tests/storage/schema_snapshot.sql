@@ -1,4 +1,4 @@
--- user_version 35
+-- user_version 36
 CREATE INDEX agent_comments_id ON agent_comments (comment_id);
 CREATE INDEX checks_owed ON checks (updated_at) WHERE version > shown_version;
 CREATE INDEX deliveries_received ON deliveries (received_at);
@@ -20,7 +20,7 @@ CREATE TABLE checks (dedupe_key TEXT NOT NULL, head_sha TEXT NOT NULL, repo TEXT
 CREATE TABLE closed_pull_requests (repo TEXT NOT NULL, pr_number INTEGER NOT NULL, merged INTEGER NOT NULL, closed_at TEXT NOT NULL, purged_at TEXT, PRIMARY KEY (repo, pr_number));
 CREATE TABLE deliveries (delivery_id TEXT PRIMARY KEY, event TEXT NOT NULL, action TEXT, installation_id INTEGER, received_at TEXT NOT NULL, outcome TEXT NOT NULL);
 CREATE TABLE etags (path TEXT PRIMARY KEY, etag TEXT NOT NULL, last_modified TEXT);
-CREATE TABLE ledger (id INTEGER PRIMARY KEY AUTOINCREMENT, dedupe_key TEXT NOT NULL, owner TEXT NOT NULL, actor_id INTEGER NOT NULL, mode TEXT NOT NULL, reserved_tokens INTEGER NOT NULL, used_tokens INTEGER, usage_confidence TEXT, engine TEXT, model TEXT, reserved_at TEXT NOT NULL, settled_at TEXT, reviewed_lines INTEGER, stop_reason TEXT, repo TEXT, pr_number INTEGER, reviewed_since TEXT, cost_usd REAL, installation_id INTEGER);
+CREATE TABLE ledger (id INTEGER PRIMARY KEY AUTOINCREMENT, dedupe_key TEXT NOT NULL, owner TEXT NOT NULL, actor_id INTEGER NOT NULL, mode TEXT NOT NULL, reserved_tokens INTEGER NOT NULL, used_tokens INTEGER, usage_confidence TEXT, engine TEXT, model TEXT, reserved_at TEXT NOT NULL, settled_at TEXT, reviewed_lines INTEGER, stop_reason TEXT, repo TEXT, pr_number INTEGER, reviewed_since TEXT, cost_usd REAL, installation_id INTEGER, estimated_tokens INTEGER);
 CREATE TABLE ledger_cost_hours (hour TEXT PRIMARY KEY, micro_usd INTEGER NOT NULL, tokens INTEGER NOT NULL, runs INTEGER NOT NULL);
 CREATE TABLE ledger_hours (hour TEXT PRIMARY KEY, charged INTEGER NOT NULL);
 CREATE TABLE notices (dedupe_key TEXT PRIMARY KEY, kind TEXT NOT NULL, comment_id INTEGER, posted_at TEXT NOT NULL);
@@ -30,7 +30,7 @@ CREATE TABLE queue (dedupe_key TEXT PRIMARY KEY, kind TEXT NOT NULL, repo TEXT N
 CREATE TABLE repositories (repo TEXT PRIMARY KEY, installation_id INTEGER NOT NULL, added_at TEXT NOT NULL, removed_at TEXT);
 CREATE TABLE repository_files (url TEXT PRIMARY KEY, repo TEXT NOT NULL, found INTEGER NOT NULL, etag TEXT, content BLOB, problem TEXT, read_at TEXT NOT NULL);
 CREATE TABLE repository_polls (repo TEXT PRIMARY KEY, polled_at TEXT NOT NULL, succeeded_at TEXT, error TEXT);
-CREATE TABLE runs (dedupe_key TEXT PRIMARY KEY, repo TEXT NOT NULL, pr_number INTEGER NOT NULL, head_sha TEXT NOT NULL, outcome TEXT NOT NULL, findings TEXT NOT NULL, comment_id INTEGER, recorded_at TEXT NOT NULL, published_at TEXT, content_purged_at TEXT, publish_outcome TEXT, publish_attempts INTEGER NOT NULL DEFAULT 0, publish_failed_at TEXT, omitted TEXT NOT NULL DEFAULT '[]', assessment TEXT, description TEXT, publish_lease_until TEXT, fixed TEXT);
+CREATE TABLE runs (dedupe_key TEXT PRIMARY KEY, repo TEXT NOT NULL, pr_number INTEGER NOT NULL, head_sha TEXT NOT NULL, outcome TEXT NOT NULL, findings TEXT NOT NULL, comment_id INTEGER, recorded_at TEXT NOT NULL, published_at TEXT, content_purged_at TEXT, publish_outcome TEXT, publish_attempts INTEGER NOT NULL DEFAULT 0, publish_failed_at TEXT, omitted TEXT NOT NULL DEFAULT '[]', assessment TEXT, description TEXT, publish_lease_until TEXT, fixed TEXT, coverage TEXT);
 CREATE TABLE watermarks (name TEXT PRIMARY KEY, at TEXT NOT NULL);
 CREATE TRIGGER ledger_cost_hours_delete AFTER DELETE ON ledger WHEN OLD.cost_usd IS NOT NULL BEGIN UPDATE ledger_cost_hours SET micro_usd = micro_usd - CAST(round(OLD.cost_usd * 1000000) AS INTEGER), tokens = tokens - COALESCE(OLD.used_tokens, OLD.reserved_tokens), runs = runs - 1 WHERE hour = substr(OLD.reserved_at, 1, 13); END;
 CREATE TRIGGER ledger_cost_hours_insert AFTER INSERT ON ledger WHEN NEW.cost_usd IS NOT NULL BEGIN INSERT INTO ledger_cost_hours (hour, micro_usd, tokens, runs) VALUES (substr(NEW.reserved_at, 1, 13), CAST(round(NEW.cost_usd * 1000000) AS INTEGER), COALESCE(NEW.used_tokens, NEW.reserved_tokens), 1) ON CONFLICT (hour) DO UPDATE SET micro_usd = micro_usd + excluded.micro_usd, tokens = tokens + excluded.tokens, runs = runs + excluded.runs; END;

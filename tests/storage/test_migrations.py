@@ -130,6 +130,7 @@ ROWS: dict[str, list[dict[str, object]]] = {
             "pr_number": 1,
             "reviewed_since": "b" * 40,
             "cost_usd": 0.4125,
+            "estimated_tokens": 39000,
         },
         {
             "id": 2,
@@ -151,6 +152,7 @@ ROWS: dict[str, list[dict[str, object]]] = {
             "pr_number": 2,
             "reviewed_since": None,
             "cost_usd": None,
+            "estimated_tokens": None,
         },
     ],
     "runs": [
@@ -173,6 +175,7 @@ ROWS: dict[str, list[dict[str, object]]] = {
             "description": None,
             "publish_lease_until": None,
             "fixed": '[{"fingerprint": "f1", "thread_id": "PRRT_1"}]',
+            "coverage": '{"files": 3, "reviewed": 2, "parts": 1, "pruned": []}',
         },
     ],
     "budget_state": [
@@ -288,7 +291,7 @@ def read_table(conn: sqlite3.Connection, table: str) -> list[dict[str, object]]:
 
 def test_fresh_store_matches_the_checked_in_snapshot(tmp_path: Path) -> None:
     with SqliteStore(tmp_path / "s.db") as store:
-        assert store.version == HEAD_VERSION == len(MIGRATIONS) == 35
+        assert store.version == HEAD_VERSION == len(MIGRATIONS) == 36
         with store.read() as conn:
             schema = dump_schema(conn)
     assert schema == SNAPSHOT.read_text(), (
@@ -542,10 +545,11 @@ def test_migration_15_settles_duplicate_open_rows_and_keeps_the_charge(tmp_path:
                     "reviewed_since": None,
                     "cost_usd": None,
                     "installation_id": None,
+                    "estimated_tokens": None,
                 }
             else:
                 assert new == {**old, "reviewed_since": None, "cost_usd": None,
-                               "installation_id": None}
+                               "installation_id": None, "estimated_tokens": None}
         open_rows = conn.execute(
             "SELECT dedupe_key, id FROM ledger WHERE settled_at IS NULL ORDER BY dedupe_key"
         ).fetchall()

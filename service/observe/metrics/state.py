@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from service.budget.ladder import Mode
+from service.storage import ledger
 from service.storage import queue as queue_table
 from service.storage.database import Database
 from service.storage.queue import STATUSES
@@ -34,6 +35,8 @@ __all__ = ["StoreState"]
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
+#: The runs the estimate's accuracy is taken over.
+ESTIMATE_WINDOW = timedelta(days=1)
 _MICRO = 1_000_000
 
 
@@ -54,6 +57,7 @@ class StoreState(Collector):
         try:
             with self._store.read() as tx:
                 depth = queue_table.depth(tx)
+                guessed = ledger.estimates(tx, self._clock() - ESTIMATE_WINDOW)
             snapshot = self._governor.snapshot(self._clock())
         except Exception as exc:  # any store failure: say so, keep the scrape
             log.warning("metrics: the store could not be read",
@@ -65,6 +69,21 @@ class StoreState(Collector):
         yield up
         yield _queue(depth)
         yield from _budget(snapshot)
+        yield from _estimates(guessed)
+
+
+def _estimates(rows: list[tuple[str, int, int, int]]) -> Iterator[GaugeMetricFamily]:
+    ratio = GaugeMetricFamily(
+        f"{PREFIX}_estimate_ratio", "What the last day's completed runs cost over what the "
+        "pre-flight estimate said, by engine (1: exact; under 1: the estimate errs high, as "
+        "it should).", labels=["engine"])
+    runs = GaugeMetricFamily(f"{PREFIX}_estimate_runs", "Completed runs the ratio is "
+                             "taken over, by engine.", labels=["engine"])
+    for engine, count, used, guessed in rows:
+        ratio.add_metric([engine], used / guessed)
+        runs.add_metric([engine], count)
+    yield ratio
+    yield runs
 
 
 def _queue(depth: list[tuple[str, str, int]]) -> GaugeMetricFamily:

@@ -8,6 +8,7 @@ transaction, what the trigger's check run shows: this module picks the wording
 from __future__ import annotations
 
 from service.github.urls import pull_url
+from service.publish import coverage
 from service.publish.checks import text
 from service.publish.publication import Publication
 from service.storage.checks import CheckState
@@ -25,7 +26,8 @@ def link(pub: Publication, web_url: str, comment_id: int | None, *, review: bool
 
 
 def concluded(pub: Publication, status: str, *, comment_id: int | None, web_url: str,
-              fail_on: str | None, new_head: str | None = None) -> CheckState:
+              fail_on: str | None, new_head: str | None = None,
+              partial_conclusion: str = "neutral") -> CheckState:
     """The completed check run of ``pub`` whose publication ended ``status`` (a
     ``GitHubPublisher`` status: published, superseded, dry_run, refused, failed);
     ``new_head`` is the pull request's head when it had moved on from the run's.
@@ -42,6 +44,10 @@ def concluded(pub: Publication, status: str, *, comment_id: int | None, web_url:
     is_review = status == "published" and not pub.is_describe and pub.outcome != "failed"
     url = (None if comment_id is None and status != "published"
            else link(pub, web_url, comment_id, review=is_review))
+    if pub.coverage is not None and pub.coverage.reviewed == 0 and pub.omitted \
+            and not pub.is_describe and status != "refused":
+        # Nothing was read (nothing fitted the model's window): never a review.
+        return text.nothing_to_review(pub.omitted, url, charged=account.earlier_tokens)
     if status == "refused" or pub.outcome == "failed":
         return text.engine_failed(account.stop_reason, None, url, tokens=tokens,
                                   cost_usd=cost_usd, earlier=earlier)
@@ -53,7 +59,9 @@ def concluded(pub: Publication, status: str, *, comment_id: int | None, web_url:
         # The run happened and was paid for; only its post was withheld.
         return text.reviewed_superseded(new_head, tokens=tokens, cost_usd=cost_usd,
                                         earlier=earlier)
-    partial = tuple(o for o in pub.omitted if o.reason == "max_diff_lines")
+    heading = coverage.title(pub.coverage, pub.omitted)
+    said = coverage.sentence(pub.coverage, pub.omitted)
     return text.reviewed((f.severity for f in pub.findings), url=url, fail_on=fail_on,
-                         partial=partial, reduced=account.reduced, tokens=tokens,
-                         cost_usd=cost_usd, earlier=earlier)
+                         coverage=None if heading is None else (heading, said or heading),
+                         partial_conclusion=partial_conclusion, reduced=account.reduced,
+                         tokens=tokens, cost_usd=cost_usd, earlier=earlier)

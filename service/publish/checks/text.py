@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Final
 
 from service.model.severity import SEVERITIES, at_least
+from service.publish import coverage
 from service.publish.run_content import Omitted
 from service.storage.checks import COMPLETED, IN_PROGRESS, QUEUED, CheckState
 
@@ -176,29 +177,36 @@ def _charged(charged: int) -> str:
 
 
 def reviewed(severities: Iterable[str], *, tokens: int | None, cost_usd: float | None,
-             url: str | None, fail_on: str | None, partial: Sequence[Omitted] = (),
-             reduced: bool = False, earlier: int = 0) -> CheckState:
+             url: str | None, fail_on: str | None, coverage: tuple[str, str] | None = None,
+             partial_conclusion: str = "neutral", reduced: bool = False,
+             earlier: int = 0) -> CheckState:
     """Reviewed and posted: ``success``, or ``failure`` when a finding is at or above
-    ``fail_on``."""
+    ``fail_on``. A partial review (``coverage``: its title, "Reviewed 42 of 50 files",
+    and its sentence) is never a plain "Reviewed": its title names the coverage, and it
+    concludes ``partial_conclusion`` unless a finding fails it."""
     counts = Counter(severities)
     total = sum(counts.values())
     found = ", ".join(_n(counts[s], s) for s in SEVERITIES if counts[s]) or "no findings"
     failing = fail_on is not None and any(at_least(s, fail_on) for s in counts)
     title = (f"Reviewed: {found}" if total else "Reviewed: no findings")
+    if coverage is not None:
+        title = f"{coverage[0]}: {found}"
     lines = [f"**Findings:** {found}." if total else "**Findings:** none.",
              f"**Cost:** {_cost(tokens, cost_usd, earlier)}."]
     if url is not None:
         lines.append(f"**Review:** [on the pull request]({url}).")
-    if partial:
-        lines.append(f"**Partial:** {_n(len(partial), 'file')} over `review.max_diff_lines` "
-                     "were not reviewed (the review lists them).")
+    if coverage is not None:
+        lines.append(f"**Partial:** {coverage[1]} (`review.partial_conclusion` sets this "
+                     "check's conclusion.)")
     if reduced:
         lines.append("**Reduced:** the budget is near its limit, so only correctness and "
                      "security were reviewed.")
     if failing:
         lines.append(f"**Failing:** a finding is `{fail_on}` or more serious "
                      "(`checks.fail_on`).")
-    return _done("failure" if failing else "success", title, "\n\n".join(lines), url)
+    conclusion = ("failure" if failing
+                  else partial_conclusion if coverage is not None else "success")
+    return _done(conclusion, title, "\n\n".join(lines), url)
 
 
 def described(url: str | None, *, tokens: int | None, cost_usd: float | None,
@@ -212,13 +220,17 @@ def described(url: str | None, *, tokens: int | None, cost_usd: float | None,
 
 def nothing_to_review(omitted: Sequence[Omitted], url: str | None,
                       charged: int = 0) -> CheckState:
-    """Every change was excluded or withheld: nothing was reviewed (never green)."""
+    """No changed file was read — every one excluded, withheld, or too large for the
+    model's window: nothing was reviewed (never green)."""
     shown = ", ".join(f"`{o.path}`" for o in omitted[:10])
     more = f" and {len(omitted) - 10} more" if len(omitted) > 10 else ""
-    return _done("neutral", "Not reviewed: nothing left after exclusions",
-                 f"Every changed file is excluded by `review.excluded_paths` or withheld "
-                 f"({shown or 'no changes'}{more}), so nothing was reviewed. "
-                 f"{_charged(charged)}", url)
+    why = coverage.breakdown(omitted)
+    title = ("Not reviewed: nothing left after exclusions"
+             if all(o.reason == "excluded" for o in omitted)
+             else f"Not reviewed: 0 of {_n(len(omitted), 'file')} read")
+    return _done("neutral", title,
+                 f"No changed file was read ({why or 'no changes'}: {shown or 'none'}{more}), "
+                 f"so nothing was reviewed. {_charged(charged)}", url)
 
 
 def refused_size(files: int, largest: int, limit: int, phrase: str,
