@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, urlencode
 
 import psycopg
@@ -120,6 +121,10 @@ def _new_pooled() -> str:
                     admin.execute(f'DROP DATABASE IF EXISTS "{old}" WITH (FORCE)')
         admin.execute(
             f'CREATE DATABASE "{name}" TEMPLATE "{_pg_template()}" ENCODING \'UTF8\'')
+    if not _template_set:  # a fresh copy holds exactly what the template does
+        with psycopg.connect(make_conninfo(admin_conninfo(), dbname=name),
+                             autocommit=True) as conn:
+            _template_set.append(_objects(conn))
     if not _made:
         atexit.register(_drop_made)
     _made.append(name)
@@ -135,6 +140,8 @@ def _reset(name: str) -> bool:
         with psycopg.connect(make_conninfo(admin_conninfo(), dbname=name),
                              autocommit=True) as conn:
             conn.execute("SET lock_timeout = '5s'")
+            if _objects(conn) != _template_objects():
+                return False  # a test added a trigger, a function or a table: not reused
             tables = [t for (t,) in conn.execute(
                 "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
                 " AND tablename <> 'schema_version'").fetchall()]
@@ -144,6 +151,28 @@ def _reset(name: str) -> bool:
         return True
     except psycopg.Error:
         return False
+
+
+#: What a database's schema holds besides rows: its tables, triggers and functions. A
+#: pooled database whose set differs from the template's (a test added a failing trigger)
+#: is dropped rather than handed out again.
+_OBJECTS = """
+SELECT 'table ' || tablename FROM pg_tables WHERE schemaname = 'public'
+UNION ALL SELECT 'trigger ' || tgname FROM pg_trigger WHERE NOT tgisinternal
+UNION ALL SELECT 'function ' || proname FROM pg_proc p JOIN pg_namespace n
+    ON n.oid = p.pronamespace WHERE n.nspname = 'public'
+"""
+_template_set: list[frozenset[str]] = []
+
+
+def _objects(conn: psycopg.Connection[Any]) -> frozenset[str]:
+    return frozenset(str(r[0]) for r in conn.execute(_OBJECTS).fetchall())
+
+
+def _template_objects() -> frozenset[str]:
+    """The template's set, read from a fresh copy of it (``_new_pooled``): a session on
+    the template itself would make every concurrent copy of it fail."""
+    return _template_set[0]
 
 
 def _drop(name: str) -> None:

@@ -382,11 +382,13 @@ async def test_delivery_and_enqueue_commit_together_or_not_at_all(env: Env, tabl
     add_failure(env, table)
     delivery = env.sender.build("pull_request", opened(env))
 
-    failed = await env.sender.post(delivery)
+    try:
+        failed = await env.sender.post(delivery)
+    finally:
+        remove_failure(env, table)
 
     assert failed.status_code == 503
     assert env.rows("deliveries") == [] and env.rows("queue") == []
-    remove_failure(env, table)
     assert (await env.sender.post(delivery)).status_code == 202
     assert len(env.rows("deliveries")) == 1 and len(env.rows("queue")) == 1
 
@@ -401,9 +403,12 @@ async def test_one_failing_delivery_does_not_fail_those_batched_with_it(env: Env
     add_failure(env, "deliveries", "NEW.delivery_id = 'bad'")
     ids = ["bad" if i == 2 else f"ok-{i}" for i in range(5)]
 
-    responses = await asyncio.gather(*(
-        env.sender.send("pull_request", opened(env, n), delivery_id=i)
-        for n, i in zip(numbers, ids, strict=True)))
+    try:
+        responses = await asyncio.gather(*(
+            env.sender.send("pull_request", opened(env, n), delivery_id=i)
+            for n, i in zip(numbers, ids, strict=True)))
+    finally:
+        remove_failure(env, "deliveries")
 
     assert [r.status_code for r in responses] == [202, 202, 503, 202, 202]
     assert sorted(r[0] for r in env.rows("deliveries")) == ["ok-0", "ok-1", "ok-3", "ok-4"]
