@@ -59,6 +59,8 @@ async def plan(engine: Engine, files: Sequence[FileDiff], request_for: RequestFo
                                                    f"part {i + 1} of {count}"))
                     for i, part in enumerate(packing.parts)])
     estimate = sum(prices) + answer * count
+    if not count and files:  # nothing fits: the cheapest call there could have been
+        estimate = fixed + answer + min(limits.tokens(f) for f in files)
     # Claude Code (its overhead is the tell: a run is more than its prompt) is priced by
     # its history once there is enough of it.
     if sizing.overhead_tokens and estimator.fitted:

@@ -72,6 +72,9 @@ async def test_an_estimate_over_the_reservation_completes_neutral_with_both(
         assert row.state.conclusion == "neutral"
         assert row.state.title.startswith("Not reviewed: estimated ")
         assert row.state.title.endswith("over the 300-token limit")
+        # The cheapest call there could have been: its prompt and its answer room.
+        said = int(row.state.title.split("estimated ")[1].split(" tokens")[0].replace(" ", ""))
+        assert said > 300
     finally:
         await close_sim(sim)
 
