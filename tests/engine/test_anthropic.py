@@ -18,6 +18,7 @@ from service.engine.anthropic import AnthropicEngine
 from service.engine.base import EngineRequest
 from service.engine.factory import build_engine
 from service.engine.findings import review_schema
+from service.engine.sizing import with_margin
 
 KEY = "sk-ant-api03-" + "k" * 40
 NOW = datetime(2026, 3, 25, 12, 0, tzinfo=UTC)
@@ -359,3 +360,34 @@ async def test_an_adapter_bug_still_returns_a_result(tmp_path: Path,
     result = await run(tmp_path, Server(httpx.Response(200, json=message(REVIEW))))
     assert result.stop_reason == "engine_error"
     assert (result.usage.tokens, result.usage.confidence) == (None, "unavailable")
+
+
+@pytest.mark.anyio
+async def test_the_price_is_the_servers_count_and_the_window_the_models(
+        tmp_path: Path) -> None:
+    server = Server(httpx.Response(500))
+    engine = AnthropicEngine(model="claude-sonnet-4-5", environ={"ANTHROPIC_API_KEY": KEY},
+                             transport=httpx.MockTransport(server), clock=lambda: NOW)
+    req = request(tmp_path)
+    price = await engine.price(req)
+    [count] = server.counts
+    assert price == with_margin(counted(json.loads(count.content)))
+    assert server.requests == []  # pricing sends no message
+    sizing = await engine.sizing(60_000)
+    assert (sizing.window.tokens, sizing.answer_tokens) == (200_000, 8_192)
+    configured = AnthropicEngine(model="claude-sonnet-4-5", environ={}, context_tokens=50_000)
+    assert (await configured.sizing(60_000)).window.tokens == 50_000
+    # Without a key nothing is asked: the conservative count.
+    assert await configured.price(req) > price
+
+
+@pytest.mark.anyio
+async def test_a_call_asks_only_the_answer_the_window_leaves(tmp_path: Path) -> None:
+    server = Server(httpx.Response(200, json=message(tool_input={
+        "summary": "Fine.", "risk": "low", "findings": []})))
+    prompt_price = await AnthropicEngine(
+        model="claude-sonnet-4-5", environ={"ANTHROPIC_API_KEY": KEY},
+        transport=httpx.MockTransport(Server(httpx.Response(500)))).price(request(tmp_path))
+    result = await run(tmp_path, server, context_tokens=prompt_price + 2_000)
+    assert result.stop_reason == "completed", result.detail
+    assert server.body(0)["max_tokens"] == 2_000
