@@ -357,6 +357,8 @@ def failure_comment(pub: Publication, asker: Asker | None, *, phrase: str) -> st
     """A mention whose run produced nothing to post: why, to the person who asked."""
     what = "description" if pub.is_describe else "review"
     reason = FAILURE_REASONS.get(pub.account.stop_reason or "failed", "the run failed")
+    if pub.coverage is not None and pub.coverage.reviewed == 0 and pub.omitted:
+        reason = "no changed file was read (" + coverage.breakdown(pub.omitted) + ")"
     text = (f"{address(asker)}I could not finish the {what} for {their_request(asker)} "
             f"of {code(short(pub.head_sha))}: {reason}. Nothing else was posted; asking "
             "again will start a new run.")

@@ -76,7 +76,8 @@ class Endings:
         selection = plan.selection
         run = RecordedRun(
             claim=claim, head_sha=plan.pull.head_sha, base_sha=plan.pull.base_sha,
-            reviewed_since=plan.since, outcome="truncated", stop_reason="refused",
+            reviewed_since=plan.since, stop_reason="refused",
+            outcome="failed" if claim.job.command == "describe" else "truncated",
             findings=(), assessment=None, description=None,
             omitted=(*selection.omitted, *planned.packing.omitted), usage=NOTHING_SPENT,
             recorded_at=self.clock(), detail="no file fits a call of the model's window",

@@ -349,3 +349,18 @@ async def test_the_lease_is_renewed_while_a_slow_post_runs(rig: Rig) -> None:
     # Renewed: held beyond the first lease (t0 + 3 s), so nobody else took the run.
     assert seen[0] is not None and from_db_time(str(seen[0])) > t0 + timedelta(seconds=4)
     assert len(rig.reviews(pr)) == 1
+
+
+@pytest.mark.anyio
+async def test_a_description_that_read_nothing_tells_the_asker_why(rig: Rig) -> None:
+    pr = rig.add_pull()
+    run = rig.record(rig.ask(pr, command="describe"), outcome="failed", stop_reason="refused",
+                     omitted=(Omitted("src/a.py", "over_window", 14_000),),
+                     coverage=Coverage(files=1, reviewed=0, parts=0),
+                     usage=Usage(tokens=0, confidence="exact", engine="anthropic", model="m"))
+    await rig.publisher().publish_key(run.dedupe_key)
+    [comment] = rig.comments(pr)
+    assert "no changed file was read (1 over the model's window)" in comment.body
+    assert "declined" not in comment.body
+    check = completed_check(rig, run.dedupe_key)
+    assert (check.conclusion, check.title) == ("neutral", "Not reviewed: 0 of 1 file read")

@@ -85,3 +85,16 @@ async def test_nothing_that_fits_the_window_is_a_run_that_read_nothing_and_says_
     assert (row["used_tokens"], row["stop_reason"]) == (0, "refused")
     assert row["estimated_tokens"] is not None
     assert sim.status(key) == "done" and len(sim.publisher.runs) == 1
+
+
+@pytest.mark.anyio
+async def test_a_description_that_fits_no_call_is_answered_as_a_failure_saying_why(
+        sim: Sim) -> None:
+    sim.engine.window = 2_000
+    pr = sim.open_pr({"src/a.py": "a = 1\n" * 900})
+    key, _ = sim.enqueue_mention(pr, command="describe")
+    await sim.runner()(sim.claim())
+    assert sim.engine.requests == []
+    run = sim.run_row(key)
+    assert run is not None and run["outcome"] == "failed"  # nothing to post but why
+    assert json.loads(run["coverage"])["reviewed"] == 0

@@ -44,8 +44,7 @@ def concluded(pub: Publication, status: str, *, comment_id: int | None, web_url:
     is_review = status == "published" and not pub.is_describe and pub.outcome != "failed"
     url = (None if comment_id is None and status != "published"
            else link(pub, web_url, comment_id, review=is_review))
-    if pub.coverage is not None and pub.coverage.reviewed == 0 and pub.omitted \
-            and not pub.is_describe and status != "refused":
+    if pub.coverage is not None and pub.coverage.reviewed == 0 and pub.omitted:
         # Nothing was read (nothing fitted the model's window): never a review.
         return text.nothing_to_review(pub.omitted, url, charged=account.earlier_tokens)
     if status == "refused" or pub.outcome == "failed":
