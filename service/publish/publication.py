@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from service.budget.ladder import Mode
 from service.engine.base import Assessment, Description, Finding
+from service.publish import coverage
 from service.publish.run_content import (
     Coverage,
     Fixed,
@@ -86,7 +87,7 @@ class Publication:
     def partial(self) -> bool:
         """Something the review was meant to read was not read: a file left out for any
         reason but the operator's own ``review.excluded_paths``."""
-        return any(o.reason != "excluded" for o in self.omitted)
+        return coverage.partial(self.omitted)
 
     @property
     def is_mention(self) -> bool:

@@ -38,8 +38,12 @@ class CallPlan:
 
     def label(self, index: int) -> str | None:
         """What the prompt calls part ``index`` (None for a run of one call)."""
-        count = len(self.packing.parts)
-        return None if count < 2 else f"part {index + 1} of {count}"
+        return part_label(index, len(self.packing.parts))
+
+
+def part_label(index: int, count: int) -> str | None:
+    """``part 2 of 3``; None for a run of one call."""
+    return None if count < 2 else f"part {index + 1} of {count}"
 
 
 async def plan(engine: Engine, files: Sequence[FileDiff], request_for: RequestFor, *,
@@ -55,8 +59,7 @@ async def plan(engine: Engine, files: Sequence[FileDiff], request_for: RequestFo
                     bytes_per_token=sizing.bytes_per_token)
     packing = pack(files, limits, attributes)
     count = len(packing.parts)
-    prices = tuple([await engine.price(request_for(part, None if count < 2 else
-                                                   f"part {i + 1} of {count}"))
+    prices = tuple([await engine.price(request_for(part, part_label(i, count)))
                     for i, part in enumerate(packing.parts)])
     estimate = sum(prices) + answer * count
     if not count and files:  # nothing fits: the cheapest call there could have been

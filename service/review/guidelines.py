@@ -50,14 +50,15 @@ async def directory_guidelines(bare: BareRepo, base_sha: str, changed: Sequence[
                                ) -> tuple[tuple[str, str], ...]:
     """``(directory, text)`` of the guideline files above the changed files, the nearest
     first, within the bounds (see the module doc). One ``git ls-tree`` finds which exist."""
-    wanted = [d + name for d in directories(changed) for name in DIRECTORY_NAMES]
+    above = directories(changed)
+    wanted = [d + name for d in above for name in DIRECTORY_NAMES]
     if not wanted:
         return ()
     listed = await bare.run("ls-tree", "--name-only", "-z", base_sha, "--", *wanted)
     present = set(listed.decode("utf-8", "replace").split("\0")) - {""}
     out: list[tuple[str, str]] = []
     room = DIRECTORIES_MAX_CHARS
-    for directory in directories(changed):
+    for directory in above:
         name = next((n for n in DIRECTORY_NAMES if directory + n in present), None)
         if name is None:
             continue

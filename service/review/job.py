@@ -36,6 +36,7 @@ from service.github.client import GitHubClient
 from service.github.pulls import read_pull
 from service.observe.health import Health
 from service.observe.metrics.instruments import Metrics
+from service.publish import coverage
 from service.publish.checks import text
 from service.publish.checks.marks import CheckMarks
 from service.publish.ports import Publisher
@@ -308,7 +309,7 @@ class JobRunner:
             claim=claim, head_sha=pull.head_sha, base_sha=pull.base_sha,
             reviewed_since=plan.since,
             outcome=outcome_for(result, read=len(ran.read),
-                                partial=any(o.reason != "excluded" for o in omitted),
+                                partial=coverage.partial(omitted),
                                 describe=claim.job.command == "describe"),
             stop_reason=result.stop_reason,
             findings=await fingerprinted(bare, pull, result.findings),
