@@ -131,6 +131,9 @@ drafts: false
 excluded_paths: ["docs/generated/**", "*.snap"]
 guidelines: docs/review-guidelines.md
 instructions: Prefer small functions.
+path_instructions:
+  - path: "migrations/**"
+    instructions: Every migration must be reversible.
 min_severity: minor
 max_findings: 15
 checks:

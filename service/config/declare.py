@@ -21,7 +21,8 @@ from typing import Any, Final, Literal
 __all__ = ["REQUIRED", "Key", "Kind", "Section", "combiner", "key", "keys", "keys_of",
            "section"]
 
-Kind = Literal["int", "bool", "str", "str?", "strs", "usd", "secret", "secrets", "counts"]
+Kind = Literal["int", "bool", "str", "str?", "strs", "usd", "secret", "secrets", "counts",
+               "items"]
 
 
 class _Required:
@@ -47,6 +48,8 @@ class Key:
     ``registration`` marks the keys whose absence only means "the App is not registered
     yet" (``MissingCredentials``). ``inherits`` says, for a repository file's key, what
     is in force when no file sets it, and ``example`` is the value its docs show.
+    The ``items`` kind is a list of mappings, each read into ``item`` (a frozen dataclass
+    whose fields are declared keys too), at most ``maximum`` of them.
     """
 
     name: str
@@ -68,6 +71,7 @@ class Key:
     normalize: Callable[[Any], Any] | None = None
     inherits: str = ""
     example: object = None
+    item: type[Any] | None = None
 
     @property
     def required(self) -> bool:

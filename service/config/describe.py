@@ -118,9 +118,15 @@ def _default(k: Key) -> str:
 
 
 def _rows(declared: Iterable[Key], *, header: str) -> list[str]:
-    """A key table: one row per key, its name, its default (or what it inherits), its doc."""
-    return [header, "|---|---|---|", *(
-        f"| `{k.name}` | {k.inherits or _default(k)} | {k.doc} |" for k in declared)]
+    """A key table: one row per key, its name, its default (or what it inherits), its doc;
+    a list of mappings is followed by a row for each key of its items (``rules[].path``)."""
+    rows = [header, "|---|---|---|"]
+    for k in declared:
+        rows.append(f"| `{k.name}` | {k.inherits or _default(k)} | {k.doc} |")
+        if k.kind == "items" and k.item is not None:
+            rows += [f"| `{k.name}[].{sub.name}` | {_default(sub)} | {sub.doc} |"
+                     for _, (sub,) in keys_of(k.item)]
+    return rows
 
 
 def key_table(spec: Section) -> str:

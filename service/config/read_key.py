@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from service.config.declare import Key
+from service.config.declare import Key, keys_of
 from service.config.reader import MISSING, Section, show
 from service.config.secrets import read_secret
 
@@ -64,6 +64,36 @@ def _counts(s: Section, k: Key) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(found.items()))
 
 
+def _items(s: Section, k: Key, environ: Mapping[str, str], base_dir: Path
+           ) -> tuple[Any, ...]:
+    """A list of mappings, each read into ``k.item`` by its declared keys (an item with
+    a problem is left out, its problems recorded with its index: ``rules[2].path``)."""
+    value = s.get(k.name)
+    if value is MISSING or value is None:
+        return ()
+    if not isinstance(value, list):
+        s.problem(k.name, f"must be a list of mappings, got {show(value)}")
+        return ()
+    if k.maximum is not None and len(value) > k.maximum:
+        s.problem(k.name, f"must have at most {k.maximum} items, got {len(value)}")
+        return ()
+    assert k.item is not None, "an items key declares its item"
+    out = []
+    for index, raw in enumerate(value):
+        where = f"{k.name}[{index}]"
+        if not isinstance(raw, Mapping):
+            s.problem(where, f"must be a mapping, got {show(raw)}")
+            continue
+        item = s.nested(where, raw)
+        mark = item.mark()
+        fields = {attr: read_key(item, declared, environ, base_dir)
+                  for attr, (declared,) in keys_of(k.item)}
+        item.finish()
+        if not item.failed_since(mark):
+            out.append(k.item(**fields))
+    return tuple(out)
+
+
 def _string_bounds(k: Key, value: str) -> str | None:
     """Why a well-typed string is outside what ``k`` declares, or None."""
     if k.allowed and value not in k.allowed:
@@ -85,6 +115,10 @@ def _typed(s: Section, k: Key, environ: Mapping[str, str], base_dir: Path) -> An
     if k.kind == "bool":
         return s.boolean(k.name, bool(default))
     if k.kind == "str":
+        if k.required and s.peek(k.name) is MISSING:
+            s.get(k.name)  # known, for the unknown-key check
+            s.required(k.name, k.hint)
+            return ""
         return s.string(k.name, str(default))
     if k.kind == "str?":
         return s.optional_string(k.name)
@@ -96,6 +130,8 @@ def _typed(s: Section, k: Key, environ: Mapping[str, str], base_dir: Path) -> An
         return _dollars(s, k.name)
     if k.kind == "counts":
         return _counts(s, k)
+    if k.kind == "items":
+        return _items(s, k, environ, base_dir)
     if k.kind == "secret":
         return read_secret(s, k.name, k.env, environ, base_dir, required=k.required,
                            pem=k.pem)

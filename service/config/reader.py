@@ -94,6 +94,11 @@ class Section:
         self.problem(key, f"must be a mapping, got {show(value)}")
         return Section(self._problems, path, {}, quiet=True)
 
+    def nested(self, where: str, data: Mapping[object, object]) -> Section:
+        """A mapping inside this one that is not a section of its own (a list's item,
+        ``where`` = ``rules[2]``): its problems are recorded with this file's."""
+        return Section(self._problems, self.key_path(where), data)
+
     def integer(
         self,
         key: str,

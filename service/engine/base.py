@@ -176,6 +176,9 @@ class EngineRequest:
     #: nearest first), from the base branch like ``guidelines``: they apply under their
     #: directory, the nearest winning.
     directory_guidelines: tuple[tuple[str, str], ...] = ()
+    #: The repository file's ``path_instructions`` that match this call's files
+    #: (``(glob, text)``): its words, like ``instructions``, for those files only.
+    path_instructions: tuple[tuple[str, str], ...] = ()
     #: Set when the pull request is reviewed in several calls (``review.packing``): which
     #: part this is, e.g. "part 2 of 3", for the prompt to say so.
     part: str | None = None

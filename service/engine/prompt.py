@@ -159,6 +159,13 @@ def build_prompt(request: EngineRequest) -> str:
     if request.instructions and request.instructions.strip():
         parts.append(_block("repository_instructions",
                             sanitize_untrusted(request.instructions, INSTRUCTIONS_MAX_CHARS)))
+    for glob, text in request.path_instructions:
+        parts.append(f'<repository_instructions paths="{_attribute(glob)}">\n'
+                     f"{sanitize_untrusted(text, INSTRUCTIONS_MAX_CHARS)}\n"
+                     "</repository_instructions>")
+    if request.path_instructions:
+        parts.append("Instructions with paths apply only to the changed files those glob "
+                     "patterns match (`*` within a path segment, `**` across segments).")
     if request.declined:
         # Our own earlier comments' first lines, answered by people: data, like the rest.
         parts.append(_block("declined_findings", sanitize_untrusted(

@@ -21,8 +21,10 @@ from service.review.packing import Limits, Packing, answer_room, pack
 from service.review.pruning import Attributes
 
 #: Builds the request of one call: its files, and its label when the run has parts
-#: ("part 2 of 3").
-RequestFor = Callable[[Sequence[FileDiff], str | None], EngineRequest]
+#: ("part 2 of 3"). Files ``None``: no diff, but all that any file may bring with it
+#: (its directory's guidelines, its path's instructions), what every call is planned
+#: against.
+RequestFor = Callable[[Sequence[FileDiff] | None, str | None], EngineRequest]
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,8 @@ async def plan(engine: Engine, files: Sequence[FileDiff], request_for: RequestFo
     sizing = await engine.sizing(reserved)
     window = sizing.window.tokens
     answer = answer_room(sizing.answer_tokens, window)
-    fixed = await engine.price(request_for((), None))
+    # The most a call costs beside its files, so that every part planned fits.
+    fixed = await engine.price(request_for(None, part_label(0, 2)))
     limits = Limits(window=window, reservation=reserved, fixed=fixed, answer=answer,
                     bytes_per_token=sizing.bytes_per_token)
     packing = pack(files, limits, attributes)

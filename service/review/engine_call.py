@@ -24,7 +24,7 @@ from service.observe.metrics.instruments import Metrics
 from service.publish.run import Outcome
 from service.review.calls import CallPlan
 from service.review.diff import FileDiff, Selection
-from service.review.guidelines import applying_to
+from service.review.guidelines import applying_to, instructions_for
 from service.review.repository import RepositoryReview
 from service.review.threads import NO_THREADS, ThreadsView
 from service.storage.queue import Claim
@@ -91,18 +91,26 @@ async def engine_mode(governor: Governor, claim: Claim, extra: dict[str, object]
 
 
 def request(claim: Claim, plan: Plan, workdir: Path, mode: ReviewMode, *,
-            files: Sequence[FileDiff], part: str | None, max_turns: int,
+            files: Sequence[FileDiff] | None, part: str | None, max_turns: int,
             wall_clock_seconds: float, max_run_tokens: int) -> EngineRequest:
     """What one call of the engine is asked, in ``workdir`` (a worktree at the pull
-    request's head): ``files``, part ``part`` of the run when it has several."""
+    request's head): ``files``, part ``part`` of the run when it has several.
+
+    ``files=None`` is the call without its diff but with everything any of its files may
+    bring (every directory's guidelines, every path's instructions): the fixed cost each
+    call is planned against (``calls.plan``)."""
     pull = plan.pull
+    paths = tuple(f.path for f in files or ())
+    directories, rules = plan.directory_guidelines, plan.repository.path_instructions
     return EngineRequest(
         command="describe" if claim.job.command == "describe" else "review",
-        workdir=workdir, diff="".join(f.text for f in files),
-        changed_paths=tuple(f.path for f in files), part=part,
+        workdir=workdir, diff="".join(f.text for f in files or ()),
+        changed_paths=paths, part=part,
         title=pull.title, body=pull.body, guidelines=plan.guidelines,
-        directory_guidelines=applying_to(plan.directory_guidelines,
-                                         (f.path for f in files)),
+        directory_guidelines=(directories if files is None
+                              else applying_to(directories, paths)),
+        path_instructions=(tuple((r.path, r.instructions) for r in rules) if files is None
+                           else instructions_for(rules, paths)),
         instructions=plan.repository.instructions, language=plan.repository.language,
         declined=plan.threads.declined, earlier=plan.threads.earlier,
         base_sha=pull.base_sha, head_sha=pull.head_sha, reviewed_since=plan.since,

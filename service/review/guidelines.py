@@ -3,8 +3,10 @@ which the pull request's author controls): the repository's guidelines file, and
 guideline files of the directories the change touches.
 
 A monorepo's ``web/AGENTS.md`` says how ``web/`` is written; its ``api/REVIEW.md`` how the
-API is. A directory's file applies to the files under it, the nearest directory's winning
-over those above it and over the repository's own (docs/WORKER.md#guidelines). What is
+API is; the repository file's ``path_instructions`` say the same of any glob
+(``instructions_for``). A directory's file applies to the files under it, the nearest
+directory's winning over those above it and over the repository's own
+(docs/WORKER.md#guidelines). What is
 read is bounded (``DIRECTORY_MAX_CHARS`` each, ``DIRECTORIES_MAX_CHARS`` together, the
 nearest first), and it is part of the prompt, so it is counted in the run's price.
 """
@@ -14,7 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Final
 
+from service.config.repository.keys import PathInstruction
 from service.review.checkout import BareRepo
+from service.review.diff import glob_regex
 
 #: The names a directory's guidelines go by, in the order one is chosen when a directory
 #: has several (a file written for reviews first).
@@ -78,3 +82,12 @@ def applying_to(found: Sequence[tuple[str, str]], paths: Iterable[str]
     """The directory guidelines that apply to some of ``paths`` (one call's files)."""
     paths = list(paths)
     return tuple((d, t) for d, t in found if any(p.startswith(d) for p in paths))
+
+
+def instructions_for(rules: Sequence[PathInstruction], paths: Iterable[str]
+                     ) -> tuple[tuple[str, str], ...]:
+    """``(glob, instructions)`` of the repository's ``path_instructions`` that match some
+    of ``paths`` (one call's files), in the file's order."""
+    paths = list(paths)
+    return tuple((r.path, r.instructions) for r in rules
+                 if any(glob_regex(r.path).fullmatch(p) for p in paths))

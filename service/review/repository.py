@@ -4,9 +4,9 @@ each finding points at.
 The worker reads the repository's ``.github/pr-review-agent.yml`` afresh for every job
 (``RepositoryConfigs.fresh``): ``for_repository`` gives what the review reads beside the
 operator's config (excluded paths added to the operator's, the guidelines file, the
-instructions, the language), and ``declined_by`` says whether an automatic review is one
-the repository has turned off since the ingest decided on an older read (a mention is
-always answered).
+instructions, each path's instructions, the language), and ``declined_by`` says whether
+an automatic review is one the repository has turned off since the ingest decided on an
+older read (a mention is always answered).
 ``fingerprinted`` gives each finding the engine returned its fingerprint, from the code it
 points at in the commit it is anchored on (``service.model.fingerprint``).
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Final
 
-from service.config.repository.keys import RepoSettings
+from service.config.repository.keys import PathInstruction, RepoSettings
 from service.config.schema import Config
 from service.engine.base import Finding
 from service.github.pulls import PullRequest
@@ -42,6 +42,7 @@ class RepositoryReview:
     guideline_paths: tuple[str, ...] = GUIDELINE_PATHS
     instructions: str | None = None
     language: str | None = None
+    path_instructions: tuple[PathInstruction, ...] = ()
 
 
 def for_repository(config: Config, settings: RepoSettings) -> RepositoryReview:
@@ -53,7 +54,8 @@ def for_repository(config: Config, settings: RepoSettings) -> RepositoryReview:
                                         if p not in operator),
         guideline_paths=(GUIDELINE_PATHS if settings.guidelines is None
                          else (settings.guidelines,)),
-        instructions=settings.instructions, language=settings.language)
+        instructions=settings.instructions, language=settings.language,
+        path_instructions=settings.path_instructions or ())
 
 
 def declined_by(settings: RepoSettings, *, draft: bool, pushed: bool) -> str | None:

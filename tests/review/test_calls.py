@@ -42,13 +42,19 @@ def file(name: str, lines: int) -> FileDiff:
                     + "".join(f"+{name} line {i}\n" for i in range(lines)))
 
 
-def requests(tmp_path: Path):  # type: ignore[no-untyped-def]
-    def make(files: Sequence[FileDiff], part: str | None) -> EngineRequest:
+def requests(tmp_path: Path, rules: Sequence[tuple[str, str]] = ()):  # type: ignore[no-untyped-def]
+    """Each call's request; ``rules`` are ``(path prefix, text)`` that come with a file
+    under that prefix (a directory's guidelines), and all of them with ``files=None``."""
+    def make(files: Sequence[FileDiff] | None, part: str | None) -> EngineRequest:
+        rule_text = "".join(t for prefix, t in rules if files is None
+                            or any(f.path.startswith(prefix) for f in files))
         return EngineRequest(
-            command="review", workdir=tmp_path, diff="".join(f.text for f in files),
-            changed_paths=tuple(f.path for f in files), title="t", body="", guidelines=None,
-            base_sha="a" * 40, head_sha="b" * 40, reviewed_since=None, mode="full",
-            max_turns=1, wall_clock_seconds=1.0, max_run_tokens=1_000_000, part=part)
+            command="review", workdir=tmp_path,
+            diff="".join(f.text for f in files or ()) + rule_text,
+            changed_paths=tuple(f.path for f in files or ()), title="t", body="",
+            guidelines=None, base_sha="a" * 40, head_sha="b" * 40, reviewed_since=None,
+            mode="full", max_turns=1, wall_clock_seconds=1.0, max_run_tokens=1_000_000,
+            part=part)
     return make
 
 
@@ -61,7 +67,9 @@ async def test_a_pull_request_that_fits_is_one_call_priced_from_its_prompt(
                          attributes=Attributes(), estimator=Estimator(), lines=104)
     whole = 100 + estimate_tokens("".join(f.text for f in files))
     assert planned.prices == (whole,) and planned.estimate == whole + 1_000
-    assert planned.label(0) is None and engine.priced == [None, None]  # fixed, then whole
+    # What any call costs beside its files is priced as a part (the prompt then says
+    # which), then the one call that runs.
+    assert planned.label(0) is None and engine.priced == ["part 1 of 2", None]
 
 
 @pytest.mark.anyio
@@ -95,3 +103,16 @@ async def test_claude_code_is_priced_by_its_fitted_rate_never_below_its_prompt(
     unfitted = await plan(engine, files, requests(tmp_path), reserved=500_000,
                           attributes=Attributes(), estimator=Estimator(), lines=102)
     assert not unfitted.fitted and unfitted.estimate == sum(unfitted.prices) + 1_000
+
+
+@pytest.mark.anyio
+async def test_every_part_fits_with_what_its_files_bring(tmp_path: Path) -> None:
+    """Directory guidelines and path instructions come with the files they apply to:
+    each part is planned against all of them, so no part goes over the window."""
+    engine = Priced(6_000)
+    files = [file(f"{d}/f{i}.py", 300) for d in ("api", "web") for i in range(4)]
+    rules = [("api/", "a" * 3_000), ("web/", "w" * 3_000)]
+    planned = await plan(engine, files, requests(tmp_path, rules), reserved=100_000,
+                         attributes=Attributes(), estimator=Estimator(), lines=2_416)
+    assert len(planned.packing.parts) > 1
+    assert all(p + planned.answer <= 6_000 for p in planned.prices)

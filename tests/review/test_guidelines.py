@@ -7,12 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from service.config.repository.keys import PathInstruction
 from service.review.checkout import BareRepo, GitRunner
 from service.review.guidelines import (
     DIRECTORY_MAX_CHARS,
     applying_to,
     directories,
     directory_guidelines,
+    instructions_for,
     repository_guidelines,
 )
 from service.review.repository import GUIDELINE_PATHS
@@ -82,3 +84,15 @@ async def test_a_directorys_guidelines_are_read_at_the_base_nearest_first(
     assert applying_to(found, ["web/src/app.ts"]) == (("web/src/", "Check the types."),
                                                       ("web/", "Use hooks."))
     assert applying_to(found, ["api/h.go"]) == ()
+
+
+def test_a_paths_instructions_come_with_the_files_they_match() -> None:
+    rules = (PathInstruction(path="migrations/**", instructions="Reversible."),
+             PathInstruction(path="*.sql", instructions="No string SQL."),
+             PathInstruction(path="web/*.ts", instructions="Typed."))
+    assert instructions_for(rules, ["migrations/0001_init.py", "db/q.sql"]) == (
+        ("migrations/**", "Reversible."), ("*.sql", "No string SQL."))
+    # `*` stays within a segment, a pattern with a slash is anchored at the root.
+    assert instructions_for(rules, ["web/app/x.ts", "src/web/a.ts"]) == ()
+    assert instructions_for(rules, ["web/a.ts"]) == (("web/*.ts", "Typed."),)
+    assert instructions_for(rules, []) == ()

@@ -287,7 +287,10 @@ async def test_the_files_keys_reach_the_review(sim: Sim) -> None:
     commit_on_main(sim, {"docs/rules.md": "Repo rules: no globals.\n"})
     commit_on_main(sim, {FILE_PATH: "excluded_paths: ['docs/gen/**', '*.snap']\n"
                                     "guidelines: docs/rules.md\n"
-                                    "instructions: Flag any SQL built from strings.\n"})
+                                    "instructions: Flag any SQL built from strings.\n"
+                                    "path_instructions:\n"
+                                    "  - {path: 'src/**', instructions: Check the types.}\n"
+                                    "  - {path: 'db/**', instructions: Reversible.}\n"})
     pr = open_pr(sim)
     sim.enqueue_opened(pr)
     await runner(sim, configs(sim))(sim.claim())
@@ -299,6 +302,9 @@ async def test_the_files_keys_reach_the_review(sim: Sim) -> None:
     prompt = build_prompt(request)
     assert "<repository_instructions>" in prompt and "Flag any SQL" in prompt
     assert "in de;" in prompt
+    # Only the rules whose paths the change touches.
+    assert request.path_instructions == (("src/**", "Check the types."),)
+    assert '<repository_instructions paths="src/**">\nCheck the types.' in prompt
 
 
 @pytest.mark.anyio

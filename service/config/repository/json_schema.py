@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any
 
-from service.config.declare import Key
+from service.config.declare import Key, keys_of
 from service.config.repository.keys import KEYS
 
 __all__ = ["schema", "text"]
@@ -37,6 +37,13 @@ def _shape(key: Key) -> dict[str, Any]:
         if key.pattern is not None:
             shape["pattern"] = f"^(?:{key.pattern.pattern})$"
         return shape
+    if key.kind == "items" and key.item is not None:
+        fields = [k for _, (k,) in keys_of(key.item)]
+        return {"type": "array", "maxItems": key.maximum, "items": {
+            "type": "object", "additionalProperties": False,
+            "required": [k.name for k in fields if k.required],
+            "properties": {k.name: {"description": k.doc.replace("`", ""), **_shape(k)}
+                           for k in fields}}}
     raise ValueError(f"no JSON Schema for kind {key.kind!r}")  # pragma: no cover
 
 

@@ -20,7 +20,7 @@ from service.config.reader import show
 from service.model.severity import SEVERITIES
 
 __all__ = ["FIELDS", "FILE_PATH", "KEYS", "LANGUAGE", "MAX_FILE_BYTES", "MAX_INSTRUCTIONS",
-           "RepoSettings"]
+           "MAX_PATH_INSTRUCTIONS", "PathInstruction", "RepoSettings"]
 
 #: Where the file is read from: the default branch of the repository, and of the
 #: organisation's ``.github`` repository for its defaults.
@@ -29,6 +29,10 @@ FILE_PATH: Final = ".github/pr-review-agent.yml"
 MAX_FILE_BYTES: Final = 64 * 1024
 #: The longest ``instructions`` (characters): a few paragraphs, not a second prompt.
 MAX_INSTRUCTIONS: Final = 2000
+
+#: The most ``path_instructions`` a file may give: each is counted in every prompt whose
+#: files it matches, and the review must still leave room for the diff.
+MAX_PATH_INSTRUCTIONS: Final = 10
 
 #: Characters a ``language`` may use: letters, digits, spaces and hyphens.
 LANGUAGE: Final = re.compile(r"[\w][\w \-]{0,39}")
@@ -42,6 +46,22 @@ def _inside_the_repository(path: str) -> str | None:
     if any(not _SEGMENT.fullmatch(p) or p in (".", "..") for p in path.split("/")):
         return f"must be {_INSIDE}, got {show(path)}"
     return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PathInstruction:
+    """One of ``path_instructions``: what the reviewer is told about the files ``path``
+    matches."""
+
+    path: str = key("str",
+        "A glob pattern of the files it applies to (`*` within a path segment, `**` across "
+        "segments), like `excluded_paths`.",
+        maximum=200, check=lambda p: None if p.strip("/") else
+        f"must be a glob pattern of paths, got {show(p)}", example="migrations/**")
+    instructions: str = key("str",
+        f"What the reviewer is told about those files (at most {MAX_INSTRUCTIONS} "
+        "characters), as the repository's words.",
+        maximum=MAX_INSTRUCTIONS, example="Every migration must be reversible.")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +99,13 @@ class RepoSettings:
         "system's.",
         None, maximum=MAX_INSTRUCTIONS, inherits="none",
         example="Prefer small functions. Flag any SQL built from strings.")
+    path_instructions: tuple[PathInstruction, ...] | None = key("items",
+        f"Review rules for some paths (at most {MAX_PATH_INSTRUCTIONS}): each is a `path` "
+        "glob and the `instructions` for the files it matches, given to the engine only "
+        "with those files, as the repository's words.",
+        None, item=PathInstruction, maximum=MAX_PATH_INSTRUCTIONS, inherits="none",
+        example=[{"path": "migrations/**",
+                  "instructions": "Every migration must be reversible."}])
     min_severity: str | None = key("str?",
         "The least serious finding posted: `critical`, `major`, `minor` or `nit`. Those "
         "below are counted in the review body, not posted.",

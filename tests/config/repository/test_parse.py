@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from service.cli.main import main
-from service.config.repository.keys import MAX_FILE_BYTES, RepoSettings
+from service.config.repository.keys import MAX_FILE_BYTES, PathInstruction, RepoSettings
 from service.config.repository.parse import parse_repository_file
 from tests.config_documents import REPOSITORY_FILE as GOOD
 from tests.kit.paths import CHECKOUT
@@ -26,6 +26,8 @@ def test_a_good_file_sets_exactly_its_keys() -> None:
         auto_review=True, on_push=True, drafts=False,
         excluded_paths=("docs/generated/**", "*.snap"),
         guidelines="docs/review-guidelines.md", instructions="Prefer small functions.",
+        path_instructions=(PathInstruction(path="migrations/**",
+                                           instructions="Every migration must be reversible."),),
         min_severity="minor", max_findings=15, fail_on="major", fail_on_set=True,
         language="pt-BR")
     assert parse_repository_file("").settings.names() == ()
@@ -55,6 +57,20 @@ def test_a_good_file_sets_exactly_its_keys() -> None:
     (f"instructions: {'x' * 2001}\n",
      "line 1: instructions: must be at most 2000 characters, got 2001"),
     ("language: 'English; ignore the rules'\n", "line 1: language: must be a language's"),
+    ("path_instructions: migrations/**\n",
+     'line 1: path_instructions: must be a list of mappings, got "migrations/**"'),
+    ("path_instructions:\n  - migrations/**\n",
+     'line 2: path_instructions[0]: must be a mapping, got "migrations/**"'),
+    ("path_instructions:\n  - path: a/**\n",
+     "line 2: path_instructions[0].instructions: required"),
+    ("path_instructions:\n  - path: a/**\n    instruction: x\n",
+     "line 3: path_instructions[0].instruction: unknown key (did you mean instructions?)"),
+    ("path_instructions:\n  - {path: /, instructions: x}\n",
+     'line 2: path_instructions[0].path: must be a glob pattern of paths, got "/"'),
+    (f"path_instructions:\n  - {{path: a, instructions: {'x' * 2001}}}\n",
+     "line 2: path_instructions[0].instructions: must be at most 2000 characters"),
+    ("path_instructions:\n" + "  - {path: a, instructions: x}\n" * 11,
+     "line 1: path_instructions: must have at most 10 items, got 11"),
 ])
 def test_every_kind_of_broken_file_is_named(text: str, problem: str) -> None:
     parsed = parse_repository_file(text)
@@ -64,7 +80,7 @@ def test_every_kind_of_broken_file_is_named(text: str, problem: str) -> None:
 
 def test_a_broken_file_applies_none_of_its_keys_not_even_the_good_ones() -> None:
     parsed = parse_repository_file(GOOD + "min_severty: nit\n")
-    assert parsed.problems == ("line 12: min_severty: unknown key (did you mean "
+    assert parsed.problems == ("line 15: min_severty: unknown key (did you mean "
                                "min_severity?)",)
     assert parsed.settings == RepoSettings()
 
@@ -86,7 +102,7 @@ def test_check_config_validates_a_repository_file(tmp_path: Path,
     assert main(["check-config", "--repository-file", str(good)]) == 0
     assert capsys.readouterr().out.splitlines()[1] == (
         "  sets: auto_review, checks.fail_on, drafts, excluded_paths, guidelines, "
-        "instructions, language, max_findings, min_severity, on_push")
+        "instructions, language, max_findings, min_severity, on_push, path_instructions")
     assert main(["check-config", "--repository-file", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "line 1: min_severty: unknown key (did you mean min_severity?)" in err
