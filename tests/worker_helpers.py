@@ -4,7 +4,7 @@ real store, queue and governor, a fake engine, and a recording publisher."""
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -35,6 +35,7 @@ from service.publish.acknowledge import GitHubAck
 from service.review.checkout import Checkouts, GitRunner
 from service.review.installations import Installations
 from service.review.job import JobRunner, Tuning
+from service.review.routing import Route
 from service.storage.queue import Claim
 from service.storage.sqlite import SqliteStore
 from tests.kit.publishers import RecordingPublisher
@@ -74,8 +75,8 @@ class FakeEngine:
 
     name = "fake"
 
-    def __init__(self, tokens: int = 1234) -> None:
-        self.tokens = tokens
+    def __init__(self, tokens: int = 1234, model: str = "fake-1") -> None:
+        self.tokens, self.model = tokens, model
         #: How the fake sizes a run (``Engine.sizing``): no window unless a test sets one.
         self.window: int | None = None
         self.answer_tokens = 200
@@ -100,7 +101,7 @@ class FakeEngine:
         return estimate_tokens(request.diff, *request.changed_paths) + 50
 
     def usage(self) -> Usage:
-        return Usage(tokens=self.tokens, confidence="exact", engine=self.name, model="fake-1")
+        return Usage(tokens=self.tokens, confidence="exact", engine=self.name, model=self.model)
 
     def completed(self, request: EngineRequest) -> EngineResult:
         if request.command == "describe":
@@ -172,13 +173,14 @@ class Sim:
                                        for name, keys in sections.items()})
 
     def runner(self, config: Config | None = None, tuning: Tuning | None = None, *,
-               publisher: Any = None) -> JobRunner:
+               publisher: Any = None, routes: Sequence[Route] = ()) -> JobRunner:
         return JobRunner(
             store=self.store, leasing=self.queue.leasing, governor=self.governor,
             github=self.github,
             installations=Installations(self.store, self.github), checkouts=self.checkouts,
             engine=self.engine, publisher=publisher or self.publisher,
-            clock=self.world.clock.now, config=config or self.config, tuning=tuning or self.tuning)
+            clock=self.world.clock.now, config=config or self.config, tuning=tuning or self.tuning,
+            routes=routes)
 
     # -- inspection ---------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from service.review.checkout import Checkouts
 from service.review.installations import Installations
 from service.review.job import JobRunner
 from service.review.pool import WorkerPool
+from service.review.routing import build_routes
 
 if TYPE_CHECKING:
     import asyncio
@@ -155,8 +156,9 @@ def engine_isolation_problem(config: Config, config_path: str | None,
 async def run_workers(services: Services, stop: asyncio.Event) -> None:
     """``workers.count`` workers claiming through the governor, and the maintenance loop."""
     config = services.config
-    engine = build_engine(config.engine, services.environ, clock=services.clock,
+    routes = build_routes(config.engine, services.environ, clock=services.clock,
                           home_root=engine_homes(config))
+    engine = routes[-1].engine
     checkouts = Checkouts(Path(config.store.path).parent / "checkouts")
     # Worktrees and engine HOMEs left by a process that died mid-run hold nothing anyone
     # will read.
@@ -173,7 +175,8 @@ async def run_workers(services: Services, stop: asyncio.Event) -> None:
     job = JobRunner(
         store=services.store, leasing=services.leasing, governor=services.governor,
         github=services.github, installations=installations, checkouts=checkouts,
-        engine=engine, publisher=SkipAcked(publisher, early), clock=services.clock,
+        engine=engine, routes=routes, publisher=SkipAcked(publisher, early),
+        clock=services.clock,
         config=config, health=services.health,
         repo_configs=services.repo_configs, metrics=services.metrics)
     pool = WorkerPool(store=services.store, leasing=services.leasing,

@@ -40,7 +40,7 @@ from service.github.client import GitHubClient
 from service.github.errors import GitHubError
 
 __all__ = ["Check", "check_command", "check_engine", "check_github", "check_store", "check_webhook",
-           "check_window", "doctor", "run_command"]
+           "check_windows", "doctor", "run_command"]
 
 VERSION_TIMEOUT: Final = 20.0
 SHOWN_REPOSITORIES: Final = 10
@@ -116,21 +116,26 @@ def check_engine(config: Config, config_path: str, environ: Mapping[str, str], *
     return found
 
 
-async def check_window(config: Config, environ: Mapping[str, str], *,
-                       transport: httpx.AsyncBaseTransport | None = None) -> Check:
-    """The model's context window and where it came from (``engine.windows``): what a
-    large pull request is split by. Unknown is a warning: calls are then sized by the
-    run's tokens alone, and a server's refusal is the first sign of the limit."""
-    from service.engine.factory import build_engine
+async def check_windows(config: Config, environ: Mapping[str, str], *,
+                        transport: httpx.AsyncBaseTransport | None = None) -> list[Check]:
+    """Each model's context window and where it came from (``engine.windows``): what a
+    large pull request is split by, and routed by (``engine.models``). Unknown is a
+    warning: calls are then sized by the run's tokens alone, and a server's refusal is
+    the first sign of the limit."""
+    from service.review.routing import build_routes
 
     try:
-        engine = build_engine(config.engine, environ, transport=transport)
+        routes = build_routes(config.engine, environ, transport=transport)
     except ValueError as exc:
-        return _problem("engine window", str(exc))
-    window = await engine.sizing(config.budget.max_run_tokens)
-    if window.window.tokens is None:
-        return _warn("engine window", window.window.describe())
-    return _ok("engine window", window.window.describe())
+        return [_problem("engine window", str(exc))]
+    found = []
+    for route in routes:
+        name = ("engine window" if len(routes) == 1
+                else f"engine window ({route.model or 'the default model'})")
+        sizing = await route.engine.sizing(config.budget.max_run_tokens)
+        found.append((_warn if sizing.window.tokens is None else _ok)(
+            name, sizing.window.describe()))
+    return found
 
 
 def check_command(command: str, environ: Mapping[str, str], run: Runner) -> list[Check]:
@@ -298,7 +303,7 @@ def doctor(config: Config, config_path: str, environ: Mapping[str, str], *,
         checks.extend(more)
 
     report(check_engine(config, config_path, environ, run=run))
-    report([asyncio.run(check_window(config, environ, transport=transport))])
+    report(asyncio.run(check_windows(config, environ, transport=transport)))
     report(asyncio.run(check_github(config, clock=clock, transport=transport)))
     report([check_store(config)])
     report(check_webhook(config, config_path))

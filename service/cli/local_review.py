@@ -42,7 +42,7 @@ from service.budget.governor import Governor
 from service.config.errors import ConfigError
 from service.config.schema import Config
 from service.config.strict_yaml import load_config
-from service.engine.factory import build_engine, engine_homes
+from service.engine.factory import engine_homes
 from service.github.client import GitHubClient
 from service.github.errors import GitHubError, NotFound
 from service.github.names import validate_repo
@@ -55,6 +55,7 @@ from service.review.installations import Installations
 from service.review.job import JobRunner
 from service.review.pool import owner_id
 from service.review.repository_config import RepositoryConfigs
+from service.review.routing import build_routes
 from service.runtime.alongside import alongside
 from service.storage import ledger, queue_lease, runs
 from service.storage import queue as queue_table
@@ -215,12 +216,13 @@ class _Session:
             bot_login=lambda: f"{identity.slug}[bot]" if identity.slug else None,
             checks=lambda: config.checks, repo_config=self.repo_configs.stored,
             review=lambda: config.review)
+        routes = build_routes(config.engine, self.environ, clock=self.clock,
+                              home_root=engine_homes(config))
         return JobRunner(
             store=self.store, leasing=self.leasing, governor=self.governor, github=self.github,
             installations=self.installations,
             checkouts=Checkouts(Path(config.store.path).parent / "checkouts"),
-            engine=build_engine(config.engine, self.environ, clock=self.clock,
-                                home_root=engine_homes(config)),
+            engine=routes[-1].engine, routes=routes,
             publisher=publisher, clock=self.clock, config=config,
             repo_configs=self.repo_configs)
 

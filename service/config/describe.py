@@ -52,7 +52,11 @@ def describe_config(config: Config) -> list[str]:
         + (", ".join(trig.allowed_users) or "none"),
         f"workers: {config.workers.count}, lease {config.workers.lease_seconds} s",
         f"engine: {engine.kind} (command {engine.command}, model {engine.model or 'default'}, "
-        f"max turns {engine.max_turns}, wall clock {engine.wall_clock_seconds} s)",
+        f"max turns {engine.max_turns}, wall clock {engine.wall_clock_seconds} s)"
+        + ("; by size: " + ", ".join(
+            f"{m.model} up to {m.max_prompt_tokens} tokens" if m.max_prompt_tokens
+            else f"{m.model} past the default's window" for m in engine.models)
+           if engine.models else ""),
         f"review: max diff lines {review.max_diff_lines}; excluded paths "
         + (", ".join(review.excluded_paths) or "none"),
         f"publish: dry run {_on(config.publish.dry_run)}; describe "

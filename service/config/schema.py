@@ -93,6 +93,26 @@ class WorkersConfig:
         1200)
 
 
+MAX_MODEL_ROUTES: Final = 8  # ``engine.models``: each is priced before every run
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelRoute:
+    """One of ``engine.models``: another model of the same engine, for pull requests of
+    some sizes (``service.review.routing``)."""
+
+    model: str = key("str", "The model's name, as `engine.model` would give it.")
+    max_prompt_tokens: int = key("int",
+        "The largest pull request given to this model: its whole diff in one call, counted "
+        "as this model counts it. `0`: no bound; the model then takes what the default "
+        "model's window cannot hold whole.",
+        0, minimum=0)
+    context_tokens: int = key("int",
+        "Its context window, as `engine.context_tokens` (`0`: read it from the server or "
+        "the published window).",
+        0, minimum=0)
+
+
 @dataclass(frozen=True, kw_only=True)
 class EngineConfig:
     kind: str = key("str",
@@ -162,6 +182,14 @@ class EngineConfig:
         "(`openai_compatible`: vLLM, llama.cpp, Ollama) or the published window of the "
         "model; `doctor` shows which.",
         0, minimum=0)
+    models: tuple[ModelRoute, ...] = key("items",
+        "Other models of the same engine, chosen by the size of the pull request "
+        "([ENGINE](ENGINE.md#routing-by-size)). A model with `max_prompt_tokens` takes the "
+        "pull requests up to that size that fit its window (a cheap model for small ones); "
+        "`engine.model` takes the next; a model without it, those the default's window "
+        "cannot hold in one call (a larger window, fewer parts). Each is priced as it "
+        f"counts, before the run. At most {MAX_MODEL_ROUTES}.",
+        (), item=ModelRoute, maximum=MAX_MODEL_ROUTES)
 
 
 @dataclass(frozen=True, kw_only=True)

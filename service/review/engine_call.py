@@ -51,6 +51,8 @@ class Plan:
     #: The files the engine is given, pruned and split to fit (``calls``); None until
     #: they are planned.
     calls: CallPlan | None = None
+    #: The model's engine that runs them (``routing``); None until chosen.
+    engine: Engine | None = None
 
 
 def outcome_for(result: EngineResult, *, partial: bool, read: int,

@@ -20,7 +20,7 @@ What it reads before the engine is ``prepare``'s, the engine step ``engine_call`
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
@@ -31,7 +31,7 @@ import anyio
 from service.budget.governor import Governor
 from service.config.repository.merge import Effective
 from service.config.schema import Config
-from service.engine.base import Engine, EngineResult, unknown_usage
+from service.engine.base import Engine, EngineRequest, EngineResult, unknown_usage
 from service.github.client import GitHubClient
 from service.github.pulls import read_pull
 from service.observe.health import Health
@@ -41,15 +41,16 @@ from service.publish.checks import text
 from service.publish.checks.marks import CheckMarks
 from service.publish.ports import Publisher
 from service.publish.run import RecordedRun
-from service.review import calls, engine_call, guidelines, parts, prepare
+from service.review import calls, engine_call, guidelines, parts, prepare, routing
 from service.review.checkout import BareRepo, Checkouts
-from service.review.diff import read_diff, select
+from service.review.diff import FileDiff, read_diff, select
 from service.review.endings import Endings
 from service.review.engine_call import Plan, outcome_for, priced
 from service.review.prepare import Known
 from service.review.pruning import read_attributes
 from service.review.repository import fingerprinted, for_repository
 from service.review.repository_config import RepositoryConfigs
+from service.review.routing import Route
 from service.review.settle import NOTHING_SPENT, Settlement, log_extra
 from service.review.threads import NO_THREADS, fixed_threads
 from service.storage.database import Database
@@ -108,7 +109,10 @@ class JobRunner:
         health: Health | None = None,
         repo_configs: RepositoryConfigs | None = None,
         metrics: Metrics | None = None,
+        routes: Sequence[Route] = (),
     ) -> None:
+        """``engine`` is the default model's; ``routes`` (``routing.build_routes``), when
+        given, are every model a pull request may be routed to by its size, it last."""
         self.config = config
         self.tuning = tuning or Tuning()
         self._metrics = metrics
@@ -122,6 +126,7 @@ class JobRunner:
         self._installations = installations
         self._checkouts = checkouts
         self._engine = engine
+        self._routes = tuple(routes) or (Route(engine, config.engine.model),)
         self._publisher = publisher
         self._clock = clock
         self._endings = Endings(self._settle, clock, lambda: self.config, self._publish)
@@ -234,15 +239,20 @@ class JobRunner:
         ended here: its estimate is over its reservation (refused), or no file fits any
         call (recorded as reading nothing, each file named with why)."""
         attributes = read_attributes(await bare.show(plan.pull.base_sha, ".gitattributes"))
+
+        def request_for(files: Sequence[FileDiff] | None, part: str | None) -> EngineRequest:
+            return engine_call.request(claim, plan, bare.path, "full", files=files, part=part,
+                                       max_turns=1, wall_clock_seconds=1.0,
+                                       max_run_tokens=plan.reserved)
+
+        route = await routing.choose(self._routes, request_for(plan.selection.files, None),
+                                     plan.reserved)
         planned = await calls.plan(
-            self._engine, plan.selection.files,
-            lambda files, part: engine_call.request(
-                claim, plan, bare.path, "full", files=files, part=part, max_turns=1,
-                wall_clock_seconds=1.0, max_run_tokens=plan.reserved),
-            reserved=plan.reserved, attributes=attributes, estimator=known.estimator,
-            lines=plan.selection.lines)
+            route.engine, plan.selection.files, request_for, reserved=plan.reserved,
+            attributes=attributes, estimator=known.estimator, lines=plan.selection.lines)
         extra = {**plan.extra, "estimate": planned.estimate,
-                 "parts": len(planned.packing.parts)}
+                 "parts": len(planned.packing.parts),
+                 **({"model": route.model} if len(self._routes) > 1 else {})}
         unread = planned.packing.omitted
         if planned.estimate > plan.reserved or (
                 not planned.packing.parts and any(o.reason == "max_run_tokens"
@@ -260,7 +270,7 @@ class JobRunner:
                         extra=extra)
             await self._endings.nothing_read(claim, plan, planned)
             return None
-        return replace(plan, calls=planned, extra=extra)
+        return replace(plan, calls=planned, engine=route.engine, extra=extra)
 
     async def _review(self, claim: Claim, prepared: tuple[Plan, BareRepo],
                       progress: _Progress) -> None:
@@ -277,7 +287,8 @@ class JobRunner:
         async with self._checkouts.worktree(bare, pull.head_sha, repo=claim.job.repo) as wd:
             progress.engine_started = True
             ran = await parts.run_parts(
-                self._engine, planned, lambda i, tokens, seconds: engine_call.request(
+                plan.engine or self._engine, planned,
+                lambda i, tokens, seconds: engine_call.request(
                     claim, plan, wd, mode, files=planned.packing.parts[i],
                     part=planned.label(i), max_turns=engine.max_turns,
                     wall_clock_seconds=min(seconds, float(engine.wall_clock_seconds)),

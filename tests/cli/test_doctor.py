@@ -166,7 +166,7 @@ def test_the_command_says_registration_is_the_step_left(
 
 @pytest.mark.anyio
 async def test_the_window_an_openai_compatible_server_states_is_shown() -> None:
-    from service.cli.doctor import check_window
+    from service.cli.doctor import check_windows
     from service.config.schema import EngineConfig
 
     served = httpx.MockTransport(lambda r: httpx.Response(200, json={"data": [
@@ -175,9 +175,26 @@ async def test_the_window_an_openai_compatible_server_states_is_shown() -> None:
     engine = EngineConfig(kind="openai_compatible", model="qwen",
                           api_url="http://127.0.0.1:8000/v1")
     config = replace(job_config(), engine=engine)
-    check = await check_window(config, {}, transport=served)
+    (check,) = await check_windows(config, {}, transport=served)
     assert check.line() == ("ok      engine window: 32,768 tokens (the server's /v1/models "
                             "(max_model_len))")
     silent = httpx.MockTransport(lambda r: httpx.Response(404))
-    unknown = await check_window(config, {}, transport=silent)
+    (unknown,) = await check_windows(config, {}, transport=silent)
     assert unknown.status == "WARN" and "engine.context_tokens" in unknown.detail
+
+
+@pytest.mark.anyio
+async def test_each_routed_model_shows_its_window() -> None:
+    from service.cli.doctor import check_windows
+    from service.config.schema import EngineConfig, ModelRoute
+
+    engine = EngineConfig(kind="anthropic", model="claude-sonnet-4-5", models=(
+        ModelRoute(model="claude-haiku-4-5", max_prompt_tokens=20_000),
+        ModelRoute(model="local-big", context_tokens=1_000_000)))
+    checks = await check_windows(replace(job_config(), engine=engine), {})
+    assert [c.line() for c in checks] == [
+        "ok      engine window (claude-haiku-4-5): 200,000 tokens (the published window of "
+        "this model)",
+        "ok      engine window (claude-sonnet-4-5): 200,000 tokens (the published window of "
+        "this model)",
+        "ok      engine window (local-big): 1,000,000 tokens (engine.context_tokens)"]

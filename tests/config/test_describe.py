@@ -30,6 +30,14 @@ def test_describe_shows_the_derived_limits(secrets_dir: Path) -> None:
     assert "budget window weekly (7 d): 600000 tokens (40% of weekly_tokens 1500000)" in lines
     assert "budget max_run_tokens: 30000 reserved per run" in lines
     assert "triggers: mention @claude; auto review on; on push off" in lines
+    assert not any("by size" in line for line in lines)
+    data = minimal()
+    data["engine"] = {"models": [{"model": "haiku", "max_prompt_tokens": 8000},
+                                 {"model": "wide"}]}
+    engine_line = next(line for line in describe_config(parse_config(data, {}, secrets_dir))
+                       if line.startswith("engine:"))
+    assert engine_line.endswith("; by size: haiku up to 8000 tokens, wide past the default's "
+                                "window")
 
 
 def test_describe_a_disabled_budget_and_rotation(secrets_dir: Path) -> None:

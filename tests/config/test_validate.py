@@ -187,6 +187,26 @@ def test_engine_keys_are_checked(secrets_dir: Path) -> None:
     ]
 
 
+def test_engine_models_are_read_each_with_its_own_problems(secrets_dir: Path) -> None:
+    data = with_key("engine.kind", "anthropic")
+    data["engine"].update(model="claude-sonnet-4-5", models=[
+        {"model": "claude-haiku-4-5", "max_prompt_tokens": 20000},
+        {"model": "big", "context_tokens": 1000000}])
+    models = parse_config(data, {}, secrets_dir).engine.models
+    assert [(m.model, m.max_prompt_tokens, m.context_tokens) for m in models] == [
+        ("claude-haiku-4-5", 20000, 0), ("big", 0, 1000000)]
+    data["engine"]["models"] = [{"max_prompt_tokens": -1}, "haiku",
+                                {"model": "x", "max_promt_tokens": 5}]
+    assert problems_of(data, secrets_dir) == [
+        "engine.models[0].model: required",
+        "engine.models[0].max_prompt_tokens: must be at least 0, got -1",
+        'engine.models[1]: must be a mapping, got "haiku"',
+        "engine.models[2].max_promt_tokens: unknown key (did you mean max_prompt_tokens?)",
+    ]
+    data["engine"]["models"] = [{"model": f"m{i}"} for i in range(9)]
+    assert problems_of(data, secrets_dir) == ["engine.models: must have at most 8 items, got 9"]
+
+
 def test_every_github_association_is_accepted(secrets_dir: Path) -> None:
     data = with_key("triggers.allowed_associations", list(ASSOCIATIONS))
     config = parse_config(data, {}, secrets_dir)
