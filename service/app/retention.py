@@ -33,7 +33,7 @@ import logging
 from datetime import datetime, timedelta
 
 from service.config.schema import RetentionConfig
-from service.storage import closures, deliveries, runs
+from service.storage import closures, deliveries, redeliveries, runs
 from service.storage.database import Database
 
 log = logging.getLogger(__name__)
@@ -77,4 +77,6 @@ def forget_deliveries(store: Database, now: datetime, *,
         total += gone
         if gone < batch:
             break
+    with store.transaction() as tx:  # the redeliveries asked for as long ago: a handful
+        redeliveries.prune(tx, now=now)
     return total

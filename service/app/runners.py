@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +27,9 @@ from service.engine.claude_code import ClaudeCodeEngine
 from service.engine.factory import build_engine, engine_homes, verify_engine
 from service.engine.sandbox import SandboxError, Verified
 from service.intake.poller.loop import Poller
+from service.intake.recovery.reader import HookLogReader
+from service.intake.webhook.deliveries import DeliveryLog
+from service.intake.webhook.delivery import Received, Result
 from service.publish.acknowledge import EarlyAck, SkipAcked
 from service.publish.checks.loop import CheckRuns
 from service.publish.github import GitHubPublisher
@@ -67,13 +70,40 @@ async def run_poller(services: Services, stop: asyncio.Event) -> None:
                      else services.repo_configs.refresh_if_stale),
         metrics=services.metrics)
     services.installations.answer(lambda change: poller.request_refresh())
+    reader = hook_log_reader(services)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(poller.run)
+            if reader is not None:
+                tg.start_soon(reader.run)
             await stop.wait()
             tg.cancel_scope.cancel()  # a cycle in flight is redone: only commits move a mark
     finally:
         leadership.close()
+        if reader is not None:
+            reader.close()
+
+
+def hook_log_reader(services: Services) -> HookLogReader | None:
+    """The webhook delivery log's reader (``poller.delivery_log_seconds``; None when 0),
+    elected among the processes on the store like the poller, and taking what it fetches
+    through the webhook's own seam."""
+    seconds = services.config.poller.delivery_log_seconds
+    if not seconds:
+        return None
+    deliveries = DeliveryLog(services.store, services.identity.context)
+
+    async def ingest(batch: Sequence[Received]) -> list[Result | Exception]:
+        results = await anyio.to_thread.run_sync(deliveries.receive_batch, batch)
+        for result in results:
+            if isinstance(result, Result) and result.change is not None:
+                services.installation_changed(result.change)
+        services.queued.ring()
+        return results
+
+    return HookLogReader(client=services.github, store=services.store, ingest=ingest,
+                         clock=services.clock, interval=timedelta(seconds=seconds),
+                         leadership=services.store.leadership("hook_log"))
 
 
 #: Seconds between re-offers of unposted runs: a run whose host died mid-post (its

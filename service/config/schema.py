@@ -57,6 +57,12 @@ class PollerConfig:
         "Seconds between poll cycles. The poller is the source of truth; webhooks only make the "
         "agent react sooner.",
         300)
+    delivery_log_seconds: int = key("int",
+        "Seconds between reads of the App's webhook delivery log: a delivery that failed "
+        "(the App was down, or GitHub could not reach it) is asked for again, or fetched "
+        "from the log, within about this long of the App's return "
+        "([POLLER](POLLER.md#the-delivery-log)). `0`: not read.",
+        60, minimum=0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,9 +90,7 @@ class TriggersConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class WorkersConfig:
-    count: int = key("int",
-        "Reviews run at once.",
-        2)
+    count: int = key("int", "Reviews run at once.", 2)
     lease_seconds: int = key("int",
         "How long a claimed job is held. A worker that dies leaves its lease to expire and the "
         "job becomes claimable again. Keep it above `engine.wall_clock_seconds`.",
@@ -98,8 +102,7 @@ MAX_MODEL_ROUTES: Final = 8  # ``engine.models``: each is priced before every ru
 
 @dataclass(frozen=True, kw_only=True)
 class ModelRoute:
-    """One of ``engine.models``: another model of the same engine, for pull requests of
-    some sizes (``service.review.routing``)."""
+    """One of ``engine.models``: another model of the engine (``review.routing``)."""
 
     model: str = key("str", "The model's name, as `engine.model` would give it.")
     max_prompt_tokens: int = key("int",
@@ -107,10 +110,8 @@ class ModelRoute:
         "as this model counts it. `0`: no bound; the model then takes what the default "
         "model's window cannot hold whole.",
         0, minimum=0)
-    context_tokens: int = key("int",
-        "Its context window, as `engine.context_tokens` (`0`: read it from the server or "
-        "the published window).",
-        0, minimum=0)
+    context_tokens: int = key("int", "Its context window, as `engine.context_tokens` (`0`: "
+                              "read it from the server or the published window).", 0, minimum=0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,16 +154,12 @@ class EngineConfig:
     isolation_write_paths: tuple[str, ...] = key("strs",
         "Absolute paths the confined CLI may also write.",
         (), pattern=_ABSOLUTE_PATH, shape='an absolute path')
-    command: str = key("str",
-        "The executable for `claude_code`.",
-        'claude')
+    command: str = key("str", "The executable for `claude_code`.", 'claude')
     model: str | None = key("str?",
         "Model name; `null` lets `claude_code` choose its default. Required for `anthropic` and "
         "`openai_compatible`.",
         None)
-    max_turns: int = key("int",
-        "Cap on agentic turns per review.",
-        30)
+    max_turns: int = key("int", "Cap on agentic turns per review.", 30)
     wall_clock_seconds: int = key("int",
         "A review running longer is stopped (its whole process group is killed).",
         900)

@@ -308,4 +308,11 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "ALTER TABLE runs ADD COLUMN coverage TEXT",
         "ALTER TABLE ledger ADD COLUMN estimated_tokens INTEGER",
     ),
+    # 37: the deliveries the delivery log's reader asked GitHub to send again
+    # (service.storage.redeliveries): by guid, the log entry asked for and when, so that
+    # one GitHub does not send after all is fetched instead, by whichever process leads.
+    (
+        "CREATE TABLE IF NOT EXISTS hook_redeliveries ("
+        "guid TEXT PRIMARY KEY, delivery_id INTEGER NOT NULL, requested_at TEXT NOT NULL)",
+    ),
 )

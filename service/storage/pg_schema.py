@@ -165,4 +165,9 @@ PG_MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         f"ALTER TABLE runs ADD COLUMN coverage {_T}",
         "ALTER TABLE ledger ADD COLUMN estimated_tokens BIGINT",
     ),
+    # 11: SQLite's 37, the redeliveries the delivery log's reader asked for.
+    (
+        f"CREATE TABLE hook_redeliveries (guid {_T} PRIMARY KEY, delivery_id BIGINT NOT NULL,"
+        f" requested_at {_T} NOT NULL)",
+    ),
 )

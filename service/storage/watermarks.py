@@ -1,4 +1,5 @@
-"""The ``watermarks`` table: how far each poll stream has read, per repository.
+"""The ``watermarks`` table: how far each poll stream has read, per repository (and the
+App's own streams, ``APP_STREAMS``).
 
 A watermark only moves forward: ``advance`` keeps the later of the stored and the
 offered time, so two pollers racing on one stream cannot move it back.
@@ -14,7 +15,7 @@ from typing import Final
 from service.storage.database import Database, Transaction
 from service.storage.times import from_db_time, to_db_time
 
-__all__ = ["Watermarks", "watermark_key"]
+__all__ = ["APP_STREAMS", "Watermarks", "watermark_key"]
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +39,14 @@ def watermark_key(stream: str, repo: str) -> str:
     return f"{stream}:{repo}"
 
 
+#: Streams of the App as a whole, named without a repository: the webhook delivery log's
+#: cursor (``service.intake.recovery``).
+APP_STREAMS: Final = frozenset({"hook_deliveries"})
+
+
 def _check_name(name: str) -> None:
+    if name in APP_STREAMS:
+        return
     stream, sep, repo = name.partition(":")
     if not sep or not _STREAM.fullmatch(stream) or not _REPO.fullmatch(repo):
         raise ValueError(

@@ -27,6 +27,7 @@ from starlette.types import Receive, Scope, Send
 from . import (
     control,
     graphql_api,
+    hook_log,
     routes_app,
     routes_checks,
     routes_comments,
@@ -64,7 +65,7 @@ RATE_LIMIT_DOCS = "https://docs.github.com/rest/overview/rate-limits-for-the-res
 def build_routes() -> RouteTable:
     table = RouteTable()
     for module in (routes_app, routes_pulls, routes_comments, routes_checks, routes_contents,
-                   graphql_api):
+                   hook_log, graphql_api):
         table.extend(module.routes)
     return table
 

@@ -72,12 +72,19 @@ async def _deliver(world: World, data: dict[str, Any]) -> Response:
                 return _reply({"message": f"App {app.id} has no webhook_secret; pass "
                                           "'secret'"}, 400)
             sender = WebhookSender(client, url=url, secret=secret, app_id=app.id,
-                                   content_type=data.get("content_type", "json"))
-            response = await sender.send_emitted(event)
+                                   content_type=data.get("content_type", "json"),
+                                   log=world.hook_log)
+            built = sender.build_emitted(event)
+            status: int | None
+            try:
+                status = (await sender.post(built)).status_code
+            except httpx.TransportError:  # the App is down: GitHub logs it and moves on
+                sender.lose(built)
+                status = None
             sent.add(id(event))
             delivered.append({"event": event.event, "action": event.action,
                               "delivery_id": event.delivery_id, "app_id": app.id,
-                              "status": response.status_code})
+                              "status": status})
     # Only what was sent leaves the list: an event emitted while the deliveries were in
     # flight (the receiver's own comment, say) waits for the next call.
     world.events[:] = [e for e in world.events if id(e) not in sent]

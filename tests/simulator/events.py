@@ -43,6 +43,8 @@ class EmittedEvent:
     installation_id: int | None
     at: datetime
     delivery_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    #: Sent again, under its first delivery's id (``POST …/deliveries/{id}/attempts``).
+    redelivery: bool = False
 
     @property
     def action(self) -> str | None:

@@ -27,6 +27,7 @@ from .diffs import parse_diff
 from .events import EmittedEvent, WebhookPayloads
 from .faults import FaultSchedule
 from .git import GitRepo, commit_count, diff_between, set_pull_ref
+from .hook_log import HookLog
 from .limits import RateLimiter
 from .manifest import ManifestFlow
 from .models import (
@@ -67,6 +68,7 @@ class World(Activity, ManifestFlow):
         self.requests = RequestLog()
         self.limiter = RateLimiter(self.settings)
         self.events: list[EmittedEvent] = []
+        self.hook_log = HookLog(self.clock)  # every delivery attempt (``hook_log.py``)
         self.apps: dict[int, App] = {}
         self.users: dict[str, User] = {}
         self.installations: dict[int, Installation] = {}
@@ -100,6 +102,15 @@ class World(Activity, ManifestFlow):
         inst_id = installation.get("id") if isinstance(installation, dict) else None
         emitted = EmittedEvent(event=event, payload=payload, installation_id=inst_id,
                                at=self.now())
+        self.events.append(emitted)
+        return emitted
+
+    def redeliver(self, event: str, payload: dict[str, Any], guid: str) -> EmittedEvent:
+        """Queue an event to be sent again under its first delivery's id."""
+        installation = payload.get("installation")
+        emitted = EmittedEvent(
+            event=event, payload=payload, at=self.now(), delivery_id=guid, redelivery=True,
+            installation_id=installation.get("id") if isinstance(installation, dict) else None)
         self.events.append(emitted)
         return emitted
 

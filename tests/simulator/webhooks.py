@@ -21,15 +21,17 @@ import hashlib
 import hmac
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlencode
 
 import httpx
 
 from .events import EmittedEvent
+from .hook_log import NO_CONNECTION, OK, TIMED_OUT
 
 if TYPE_CHECKING:
+    from .hook_log import HookLog
     from .state import World
 
 ContentType = Literal["json", "form"]
@@ -61,6 +63,8 @@ class Delivery:
     headers: dict[str, str]
     body: bytes
     status: int | None = None
+    payload: dict[str, Any] = field(default_factory=dict)
+    redelivery: bool = False
 
 
 class WebhookSender:
@@ -68,7 +72,7 @@ class WebhookSender:
 
     def __init__(self, client: httpx.AsyncClient, *, url: str, secret: str | bytes | None,
                  app_id: int, hook_id: int = 479_163_224,
-                 content_type: ContentType = "json") -> None:
+                 content_type: ContentType = "json", log: HookLog | None = None) -> None:
         if content_type not in ("json", "form"):
             raise ValueError(f"content_type must be 'json' or 'form', not {content_type!r}")
         self._client = client
@@ -78,9 +82,11 @@ class WebhookSender:
         self.hook_id = hook_id
         self.content_type: ContentType = content_type
         self.deliveries: list[Delivery] = []
+        #: GitHub's delivery log, when the test reads it: every attempt is recorded there.
+        self.log = log
 
     def build(self, event: str, payload: dict[str, Any], *, delivery_id: str | None = None,
-              content_type: ContentType | None = None) -> Delivery:
+              content_type: ContentType | None = None, redelivery: bool = False) -> Delivery:
         """The delivery GitHub would send, without sending it."""
         body, mime = encode_body(payload, content_type or self.content_type)
         headers = {
@@ -98,16 +104,37 @@ class WebhookSender:
             headers["X-Hub-Signature-256"] = sha256
             headers["X-Hub-Signature"] = sha1
         return Delivery(event=event, delivery_id=headers["X-GitHub-Delivery"], headers=headers,
-                        body=body)
+                        body=body, payload=payload, redelivery=redelivery)
 
-    async def post(self, delivery: Delivery) -> httpx.Response:
-        """Send a built delivery (again, for a redelivery: same ``X-GitHub-Delivery``)."""
+    async def post(self, delivery: Delivery, *, timed_out: bool = False) -> httpx.Response:
+        """Send a built delivery (again, for a redelivery: same ``X-GitHub-Delivery``).
+        ``timed_out``: the App got it, but GitHub logs the attempt as timed out (the
+        answer came after its 10 seconds)."""
         response = await self._client.post(self.url, content=delivery.body,
                                            headers=delivery.headers)
         self.deliveries.append(Delivery(event=delivery.event, delivery_id=delivery.delivery_id,
                                         headers=dict(delivery.headers), body=delivery.body,
-                                        status=response.status_code))
+                                        status=response.status_code, payload=delivery.payload,
+                                        redelivery=delivery.redelivery))
+        if timed_out:
+            self._record(delivery, TIMED_OUT, 0)
+        elif response.is_success:
+            self._record(delivery, OK, response.status_code)
+        else:
+            self._record(delivery, f"Invalid HTTP Response: {response.status_code}",
+                         response.status_code)
         return response
+
+    def lose(self, delivery: Delivery) -> None:
+        """An attempt that never reached the App (it was down): logged, not sent."""
+        self._record(delivery, NO_CONNECTION, 0)
+
+    def _record(self, delivery: Delivery, status: str, code: int) -> None:
+        if self.log is not None:
+            self.log.record(guid=delivery.delivery_id, event=delivery.event,
+                            headers=delivery.headers, payload=delivery.payload,
+                            status=status, status_code=code,
+                            redelivery=delivery.redelivery)
 
     async def send(self, event: str, payload: dict[str, Any], *,
                    delivery_id: str | None = None,
@@ -115,8 +142,12 @@ class WebhookSender:
         return await self.post(self.build(event, payload, delivery_id=delivery_id,
                                           content_type=content_type))
 
+    def build_emitted(self, emitted: EmittedEvent) -> Delivery:
+        return self.build(emitted.event, emitted.payload, delivery_id=emitted.delivery_id,
+                          redelivery=emitted.redelivery)
+
     async def send_emitted(self, emitted: EmittedEvent) -> httpx.Response:
-        return await self.send(emitted.event, emitted.payload, delivery_id=emitted.delivery_id)
+        return await self.post(self.build_emitted(emitted))
 
     async def ping(self, world: World) -> httpx.Response:
         payload = world.payloads.ping(hook_id=self.hook_id, url=self.url, app_id=self.app_id)

@@ -1,4 +1,4 @@
--- user_version 36
+-- user_version 37
 CREATE INDEX agent_comments_id ON agent_comments (comment_id);
 CREATE INDEX checks_owed ON checks (updated_at) WHERE version > shown_version;
 CREATE INDEX deliveries_received ON deliveries (received_at);
@@ -20,6 +20,7 @@ CREATE TABLE checks (dedupe_key TEXT NOT NULL, head_sha TEXT NOT NULL, repo TEXT
 CREATE TABLE closed_pull_requests (repo TEXT NOT NULL, pr_number INTEGER NOT NULL, merged INTEGER NOT NULL, closed_at TEXT NOT NULL, purged_at TEXT, PRIMARY KEY (repo, pr_number));
 CREATE TABLE deliveries (delivery_id TEXT PRIMARY KEY, event TEXT NOT NULL, action TEXT, installation_id INTEGER, received_at TEXT NOT NULL, outcome TEXT NOT NULL);
 CREATE TABLE etags (path TEXT PRIMARY KEY, etag TEXT NOT NULL, last_modified TEXT);
+CREATE TABLE hook_redeliveries (guid TEXT PRIMARY KEY, delivery_id INTEGER NOT NULL, requested_at TEXT NOT NULL);
 CREATE TABLE ledger (id INTEGER PRIMARY KEY AUTOINCREMENT, dedupe_key TEXT NOT NULL, owner TEXT NOT NULL, actor_id INTEGER NOT NULL, mode TEXT NOT NULL, reserved_tokens INTEGER NOT NULL, used_tokens INTEGER, usage_confidence TEXT, engine TEXT, model TEXT, reserved_at TEXT NOT NULL, settled_at TEXT, reviewed_lines INTEGER, stop_reason TEXT, repo TEXT, pr_number INTEGER, reviewed_since TEXT, cost_usd REAL, installation_id INTEGER, estimated_tokens INTEGER);
 CREATE TABLE ledger_cost_hours (hour TEXT PRIMARY KEY, micro_usd INTEGER NOT NULL, tokens INTEGER NOT NULL, runs INTEGER NOT NULL);
 CREATE TABLE ledger_hours (hour TEXT PRIMARY KEY, charged INTEGER NOT NULL);
