@@ -4,7 +4,7 @@ One row per repository: when the poller last polled it (``polled_at``), when a p
 last succeeded (``succeeded_at``) and, when the last one failed, why (``error``, GitHub's
 words, cut short). Written by the poller once per cycle for every repository it polled, in
 one transaction; read by ``GET /status``, from any process or host (the poller may run
-elsewhere). It holds no review content.
+elsewhere), and by the poller's schedule when it starts. It holds no review content.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Final
 from service.storage.database import Transaction
 from service.storage.times import from_db_time, to_db_time
 
-__all__ = ["MAX_ERROR", "Poll", "latest", "record"]
+__all__ = ["MAX_ERROR", "Poll", "latest", "record", "succeeded"]
 
 MAX_ERROR: Final = 300
 
@@ -32,6 +32,7 @@ ON CONFLICT (repo) DO UPDATE SET polled_at = excluded.polled_at,
 """
 _LATEST = ("SELECT repo, polled_at, succeeded_at, error FROM repository_polls"
            " ORDER BY repo LIMIT ?")
+_SUCCEEDED = "SELECT repo, succeeded_at FROM repository_polls WHERE succeeded_at IS NOT NULL"
 
 
 @dataclass(frozen=True)
@@ -59,3 +60,9 @@ def latest(tx: Transaction, limit: int = 500) -> list[Poll]:
                  succeeded_at=None if r[2] is None else from_db_time(str(r[2])),
                  error=None if r[3] is None else str(r[3]))
             for r in tx.execute(_LATEST, (limit,))]
+
+
+def succeeded(tx: Transaction) -> dict[str, datetime]:
+    """When a poll of each repository last succeeded (the poller's schedule after a
+    restart)."""
+    return {str(repo): from_db_time(str(at)) for repo, at in tx.execute(_SUCCEEDED)}

@@ -1,5 +1,5 @@
 """The ``watermarks`` table: how far each poll stream has read, per repository (and the
-App's own streams, ``APP_STREAMS``).
+App's own streams, ``APP_STREAMS``, and each installation's search, ``search_key``).
 
 A watermark only moves forward: ``advance`` keeps the later of the stored and the
 offered time, so two pollers racing on one stream cannot move it back.
@@ -15,7 +15,7 @@ from typing import Final
 from service.storage.database import Database, Transaction
 from service.storage.times import from_db_time, to_db_time
 
-__all__ = ["APP_STREAMS", "Watermarks", "watermark_key"]
+__all__ = ["APP_STREAMS", "Watermarks", "search_key", "watermark_key"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +44,16 @@ def watermark_key(stream: str, repo: str) -> str:
 APP_STREAMS: Final = frozenset({"hook_deliveries"})
 
 
+_SEARCH = re.compile(r"search:\d+")
+
+
+def search_key(installation_id: int) -> str:
+    """Where an installation's search stands (``service.intake.poller.planner``)."""
+    return f"search:{installation_id}"
+
+
 def _check_name(name: str) -> None:
-    if name in APP_STREAMS:
+    if name in APP_STREAMS or _SEARCH.fullmatch(name):
         return
     stream, sep, repo = name.partition(":")
     if not sep or not _STREAM.fullmatch(stream) or not _REPO.fullmatch(repo):

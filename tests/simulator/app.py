@@ -33,6 +33,7 @@ from . import (
     routes_comments,
     routes_contents,
     routes_pulls,
+    routes_search,
     web_pages,
 )
 from .auth import verify_app_jwt, verify_installation_token
@@ -43,7 +44,7 @@ from .faults import (
     DropKind,
     Fault,
 )
-from .limits import Bucket
+from .limits import SEARCH, Bucket
 from .openapi.checker import check as check_shape
 from .records import RecordedRequest, capture_headers
 from .rest import (
@@ -65,7 +66,7 @@ RATE_LIMIT_DOCS = "https://docs.github.com/rest/overview/rate-limits-for-the-res
 def build_routes() -> RouteTable:
     table = RouteTable()
     for module in (routes_app, routes_pulls, routes_comments, routes_checks, routes_contents,
-                   hook_log, graphql_api):
+                   hook_log, routes_search, graphql_api):
         table.extend(module.routes)
     return table
 
@@ -209,6 +210,8 @@ class SimulatorApp:
         if key is None:
             return None
         limiter, now = self.world.limiter, self.world.clock.timestamp()
+        if route.resource == "search":
+            key += SEARCH
         if not route.rate_limited:
             return limiter.bucket(key, now)
         bucket, allowed = limiter.consume(key, now)
@@ -259,7 +262,8 @@ class SimulatorApp:
                 headers["last-modified"] = http_date(reply.last_modified)
             if self._not_modified(ctx, etag, reply):
                 if key is not None and route.rate_limited and bucket is not None:
-                    self.world.limiter.refund(key)
+                    self.world.limiter.refund(key + SEARCH if route.resource == "search"
+                                              else key)
                     headers.update(bucket.headers())
                 return Response(status_code=304, headers=headers)
         return Response(content, status_code=reply.status, headers=headers,

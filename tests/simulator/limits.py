@@ -3,6 +3,10 @@
 Primary: one bucket per installation (every token of an installation shares it, as on
 GitHub) or per App for JWT calls. A window opens at the first request and resets
 ``rate_window_seconds`` later; ``x-ratelimit-reset`` is that instant. A 304 is refunded.
+An installation's limit is GitHub's: ``rate_limit`` (5,000), plus 50 an hour for each
+repository above 20, at most ``installation_rate_limit_max`` (12,500; 15,000 on GitHub
+Enterprise Cloud). The search API has a bucket of its own (``resource: search``): 30
+requests a minute.
 
 Secondary: content-creating requests per installation in a sliding minute and hour, and
 in-flight requests per installation. Exceeding one answers 403 (or 429) with
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .settings import Settings
@@ -23,6 +28,7 @@ class Bucket:
     limit: int
     used: int
     reset_at: int  # epoch seconds
+    resource: str = "core"
 
     @property
     def remaining(self) -> int:
@@ -34,13 +40,19 @@ class Bucket:
             "x-ratelimit-remaining": str(self.remaining),
             "x-ratelimit-used": str(min(self.used, self.limit)),
             "x-ratelimit-reset": str(self.reset_at),
-            "x-ratelimit-resource": "core",
+            "x-ratelimit-resource": self.resource,
         }
 
 
+#: The suffix of a bucket key for the search API's own limit: ``installation:31:search``.
+SEARCH = ":search"
+
+
 class RateLimiter:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings,
+                 repositories: Callable[[str], int] = lambda key: 0) -> None:
         self._settings = settings
+        self._repositories = repositories  # how many repositories a bucket's owner has
         self._buckets: dict[str, Bucket] = {}
         self._creations: dict[str, deque[float]] = {}
         self._in_flight: dict[str, int] = {}
@@ -49,13 +61,24 @@ class RateLimiter:
         """The current bucket for ``key`` (a fresh window if the old one has reset)."""
         bucket = self._buckets.get(key)
         if bucket is None or now >= bucket.reset_at:
-            bucket = Bucket(
-                limit=self._settings.rate_limit,
-                used=0,
-                reset_at=math.ceil(now) + self._settings.rate_window_seconds,
-            )
+            settings = self._settings
+            if key.endswith(SEARCH):
+                bucket = Bucket(limit=settings.search_rate_limit, used=0,
+                                reset_at=math.ceil(now) + 60, resource="search")
+            else:
+                bucket = Bucket(limit=self.limit_of(key), used=0,
+                                reset_at=math.ceil(now) + settings.rate_window_seconds)
             self._buckets[key] = bucket
         return bucket
+
+    def limit_of(self, key: str) -> int:
+        """GitHub's hourly limit for ``key``: an installation's grows with its
+        repositories (50 for each above 20), up to the cap."""
+        base = self._settings.rate_limit
+        if not key.startswith("installation:"):
+            return base
+        extra = 50 * max(0, self._repositories(key) - 20)
+        return max(base, min(base + extra, self._settings.installation_rate_limit_max))
 
     def consume(self, key: str, now: float) -> tuple[Bucket, bool]:
         """Count one request; returns the bucket and whether it was allowed."""

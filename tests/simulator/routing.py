@@ -77,7 +77,7 @@ class Ctx:
         if repo is None or token is None:
             raise not_found()
         inst = self.world.installations.get(token.installation_id)
-        if inst is None or repo not in self.world.installation_repos(inst):
+        if inst is None or not self.world.installation_has(inst, repo):
             raise not_found()
         if token.repository_ids is not None and repo.id not in token.repository_ids:
             raise not_found()
@@ -115,6 +115,7 @@ class Route:
     creates_content: bool
     rate_limited: bool
     pattern: re.Pattern[str]
+    resource: str = "core"  # the rate-limit bucket it counts against ("search")
 
 
 class RouteTable:
@@ -122,15 +123,15 @@ class RouteTable:
         self.routes: list[Route] = []
 
     def add(self, method: str, template: str, *, auth: AuthKind,
-            creates_content: bool = False,
-            rate_limited: bool = True) -> Callable[[Handler], Handler]:
+            creates_content: bool = False, rate_limited: bool = True,
+            resource: str = "core") -> Callable[[Handler], Handler]:
         # ``{name}`` is one path segment; ``{name+}`` the rest of the path (a file's path).
         regex = re.sub(r"\{(\w+)\+\}", r"(?P<\1>.+)", template)
         regex = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", regex)
 
         def register(handler: Handler) -> Handler:
             self.routes.append(Route(method, template, handler, auth, creates_content,
-                                     rate_limited, re.compile(f"^{regex}$")))
+                                     rate_limited, re.compile(f"^{regex}$"), resource))
             return handler
 
         return register

@@ -12,6 +12,12 @@ class Settings:
     rate_limit: int = 5000
     rate_window_seconds: int = 3600
     primary_limit_status: int = 403  # GitHub sends 403 or 429
+    # An installation with more than 20 repositories gets 50 more an hour for each, up to
+    # this (15,000 on GitHub Enterprise Cloud).
+    installation_rate_limit_max: int = 12_500
+    # The search API's own limit, per minute; and how long an update takes to be found.
+    search_rate_limit: int = 30
+    search_lag_seconds: int = 0
     # Secondary limits: content-creating requests per installation.
     secondary_per_minute: int = 80
     secondary_per_hour: int = 500

@@ -66,13 +66,14 @@ class World(Activity, ManifestFlow):
         self.web_url = web_url
         self.faults = FaultSchedule()
         self.requests = RequestLog()
-        self.limiter = RateLimiter(self.settings)
+        self.limiter = RateLimiter(self.settings, self._bucket_repositories)
         self.events: list[EmittedEvent] = []
         self.hook_log = HookLog(self.clock)  # every delivery attempt (``hook_log.py``)
         self.apps: dict[int, App] = {}
         self.users: dict[str, User] = {}
         self.installations: dict[int, Installation] = {}
         self.repos: dict[int, Repository] = {}
+        self._by_name: dict[str, Repository] = {}
         self.issues: dict[tuple[int, int], Issue] = {}
         self.pulls: dict[tuple[int, int], PullRequest] = {}
         self.issue_comments: dict[int, IssueComment] = {}
@@ -84,6 +85,12 @@ class World(Activity, ManifestFlow):
         self.tokens: dict[str, Token] = {}
         self.manifest_codes: dict[str, ManifestCode] = {}
         self._ids = itertools.count(1_000_001)
+
+    def _bucket_repositories(self, key: str) -> int:
+        """How many repositories the installation a rate-limit bucket belongs to has."""
+        ident = key.split(":")[1]
+        installation = self.installations.get(int(ident)) if ident.isdigit() else None
+        return 0 if installation is None else len(self.installation_repos(installation))
 
     # -- basics ----------------------------------------------------------------------------
     def next_id(self) -> int:
@@ -174,6 +181,7 @@ class World(Activity, ManifestFlow):
                           private=private, default_branch=default_branch, created_at=now,
                           updated_at=now, pushed_at=now, git_dir=git_dir)
         self.repos[repo.id] = repo
+        self._by_name[full_name.lower()] = repo
         return repo
 
     def put_file(self, repo: str, path: str, content: str | bytes | None) -> None:
@@ -198,10 +206,9 @@ class World(Activity, ManifestFlow):
                    message=f"update {path}")
 
     def find_repo(self, owner: str, name: str) -> Repository | None:
-        for repo in self.repos.values():
-            if repo.owner.login.lower() == owner.lower() and repo.name.lower() == name.lower():
-                return repo
-        return None
+        # An index by name: an organisation of ten thousand repositories is looked up on
+        # every request.
+        return self._by_name.get(f"{owner}/{name}".lower())
 
     def repo(self, full_name: str) -> Repository:
         owner, _, name = full_name.partition("/")
@@ -234,9 +241,15 @@ class World(Activity, ManifestFlow):
             return [r for r in self.repos.values() if r.owner.login == inst.account.login]
         return [self.repos[i] for i in sorted(inst.repository_ids) if i in self.repos]
 
+    def installation_has(self, inst: Installation, repo: Repository) -> bool:
+        """Whether ``inst`` can see ``repo`` (what ``installation_repos`` lists, in O(1))."""
+        if inst.repository_selection == "all":
+            return repo.owner.login == inst.account.login
+        return repo.id in inst.repository_ids
+
     def installation_for(self, repo: Repository, app_id: int | None = None) -> Installation | None:
         for inst in self.installations.values():
-            if (app_id is None or inst.app_id == app_id) and repo in self.installation_repos(inst):
+            if (app_id is None or inst.app_id == app_id) and self.installation_has(inst, repo):
                 return inst
         return None
 

@@ -28,3 +28,11 @@ def test_latest_is_bounded_and_in_name_order(database: Database) -> None:
         repository_polls.record(tx, [(f"o/{c}", None) for c in "dcba"], T0)
     with database.read() as tx:
         assert [p.repo for p in repository_polls.latest(tx, limit=3)] == ["o/a", "o/b", "o/c"]
+
+
+def test_the_last_success_of_each_repository_for_the_schedule(database: Database) -> None:
+    with database.transaction() as tx:
+        repository_polls.record(tx, [("o/a", None), ("o/b", "GitHub said 502")], T0)
+        repository_polls.record(tx, [("o/a", "later failed")], T0 + timedelta(minutes=5))
+    with database.read() as tx:
+        assert repository_polls.succeeded(tx) == {"o/a": T0}  # o/b never succeeded

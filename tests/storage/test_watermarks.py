@@ -17,7 +17,7 @@ from service.storage.database import Database
 from service.storage.postgres import PostgresStore
 from service.storage.sqlite import SqliteStore
 from service.storage.times import from_db_time, to_db_time
-from service.storage.watermarks import Watermarks, watermark_key
+from service.storage.watermarks import Watermarks, search_key, watermark_key
 from tests.databases import throwaway_database
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
@@ -326,3 +326,13 @@ def test_hosts_on_postgresql_never_move_a_watermark_backwards() -> None:
     for plan, seen in zip(plans, results, strict=True):
         assert len(seen) == len(plan) and seen == sorted(seen)
     assert stored == T0 + timedelta(seconds=max(max(p) for p in plans))
+
+
+def test_the_apps_own_streams_are_named_without_a_repository(store: SqliteStore) -> None:
+    marks = Watermarks(store)
+    assert search_key(31) == "search:31"
+    for name in ("hook_deliveries", search_key(31)):
+        assert marks.advance(name, T0) == T0
+        assert marks.get(name) == T0
+    with pytest.raises(ValueError):
+        marks.get("search:acme")

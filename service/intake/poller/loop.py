@@ -30,7 +30,6 @@ from datetime import datetime, timedelta
 
 from service.config.schema import Config
 from service.github.client import GitHubClient
-from service.github.errors import GitHubError, RateLimited
 from service.intake.rules.decisions import TriggerContext
 from service.observe.metrics.instruments import Metrics
 from service.runtime.nap import Nap
@@ -38,9 +37,11 @@ from service.storage import repository_polls
 from service.storage.database import Database, Leadership
 from service.storage.errors import is_contention, is_unavailable
 
+from .batch import poll_chosen
 from .cycle import RepositoryPoller, RepositoryReport
 from .pacing import PacingPolicy, estimate_cost, hold_until, next_poll
 from .pages import Tally
+from .planner import CyclePlanner
 from .refresh import TargetRefresh
 from .streams import PullMemory
 from .targets import Target
@@ -54,6 +55,8 @@ OnCycle = Callable[[bool, datetime], None]
 BeforePoll = Callable[[int, str, datetime], Awaitable[None]]
 
 DEFAULT_INTERVAL = timedelta(seconds=300)
+#: An installation's hourly limit before GitHub has said it (its smallest).
+DEFAULT_LIMIT = 5000
 DEFAULT_REFRESH_EVERY = 10
 
 
@@ -70,6 +73,7 @@ class CycleReport:
     repositories: list[RepositoryReport] = field(default_factory=list)
     failures: dict[str, str] = field(default_factory=dict)   # what failed -> why
     held: dict[int, datetime] = field(default_factory=dict)  # installation -> until
+    hinted: int = 0  # repositories polled because search saw a change in them
 
     @property
     def enqueued(self) -> list[str]:
@@ -131,6 +135,7 @@ class Poller:
         self._standing_by: bool | None = None  # None: not yet asked
         self._pacing = pacing or PacingPolicy()
         self._streams = RepositoryPoller(client, store, ctx, memory=memory)
+        self._planner = CyclePlanner(client, store, interval)
         self._refresh = TargetRefresh(client, store, repositories, refresh_every)
         self._held: dict[int, datetime] = {}
         self._last_cost: dict[int, int] = {}
@@ -220,46 +225,34 @@ class Poller:
     async def _poll_installation(
         self, installation_id: int, targets: list[Target], now: datetime, report: CycleReport,
     ) -> None:
-        extra = {"installation_id": installation_id}
         held = self._held.get(installation_id)
         if held is not None and held > now:
             report.held[installation_id] = held
             return
         self._held.pop(installation_id, None)
-        cost = estimate_cost(self._last_cost.get(installation_id), len(targets))
+        cost = estimate_cost(self._last_cost.get(installation_id), 1)
         hold = hold_until(self._client.rate_limit(installation_id), cost, now, self._pacing)
         if hold is not None:
             self._hold(installation_id, hold, report, "rate limit nearly spent",
                        level=logging.WARNING)
             return
-        counted = 0
-        for target in targets:
-            if self._before_poll is not None:
-                # The repository's own config, re-read when stale, before its pull requests
-                # are decided: never a reason to skip polling them.
-                try:
-                    await self._before_poll(installation_id, target.repo, now)
-                except Exception:
-                    log.exception("refreshing the repository's config failed; polling on",
-                                  extra={**extra, "repo": target.repo})
-            try:
-                polled = await self._streams.poll(target.repo, installation_id, now)
-            except RateLimited as exc:
-                report.failures[target.repo] = str(exc)
-                self._hold(installation_id, max(exc.until, now), report, "rate limited",
-                           level=logging.WARNING)
-                return
-            except GitHubError as exc:
-                report.failures[target.repo] = str(exc)
-                log.warning("polling a repository failed",
-                            extra={**extra, "repo": target.repo, "error": str(exc)})
-                continue
-            report.repositories.append(polled)
-            counted += polled.tally.recurring
-        self._last_cost[installation_id] = counted
+        limit = self._client.rate_limit(installation_id)
+        chosen = await self._planner.plan(
+            installation_id, targets, self._refresh.accounts.get(installation_id),
+            limit.limit if limit is not None else DEFAULT_LIMIT, now)
+        report.hinted += chosen.hinted
+        batch = await poll_chosen(self._streams, self._planner, installation_id, chosen, now,
+                                  before_poll=self._before_poll)
+        report.repositories += batch.polled
+        report.failures.update(batch.failures)
+        if batch.limited is not None:
+            self._hold(installation_id, max(batch.limited.until, now), report,
+                       "rate limited", level=logging.WARNING)
+            return
+        self._last_cost[installation_id] = batch.counted
         pace = next_poll(self._client.rate_limit(installation_id),
-                         estimate_cost(counted, len(targets)), self._interval, now,
-                         self._pacing)
+                         estimate_cost(batch.counted, len(chosen.targets)), self._interval,
+                         now, self._pacing)
         if pace.next_at > now + self._interval:
             self._hold(installation_id, pace.next_at, report, f"pacing ({pace.reason})",
                        level=logging.INFO)

@@ -32,6 +32,8 @@ class TargetRefresh:
         self._allowlist = tuple(allowlist)
         self._every = refresh_every
         self.targets: list[Target] = []
+        #: Each installation's account and its type, from the last listing that had them.
+        self.accounts: dict[int, tuple[str, str]] = {}
         self._cycles_since = 0
         self._once = False
         self._legacy_done = False
@@ -64,6 +66,7 @@ class TargetRefresh:
         found = await discover(self._client)
         failures.update(found.failures)
         targets = select_targets(found, self._allowlist, self.targets)
+        self.accounts.update(found.accounts)
         if found.installations is not None:
             await self._store.run(record_repositories, self._store, found, now)
         for name in missing_from(targets, self._allowlist):

@@ -48,6 +48,8 @@ class Discovery:
     """
 
     installations: set[int] | None = None
+    #: Each installation's account and its type (``Organization`` or ``User``).
+    accounts: dict[int, tuple[str, str]] = field(default_factory=dict)
     suspended: set[int] = field(default_factory=set)
     repositories: dict[int, list[Repository]] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)
@@ -71,6 +73,7 @@ async def discover(client: GitHubClient) -> Discovery:
         log.warning("could not list the App's installations", extra={"error": str(exc)})
         return found
     found.installations = {i.id for i in installations}
+    found.accounts = {i.id: (i.account, i.account_type) for i in installations}
     for installation in installations:
         if installation.suspended:
             found.suspended.add(installation.id)

@@ -10,6 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from service.intake.poller import schedule
 from service.storage import repository_polls
 from service.storage.sqlite import SqliteStore
 from tests.poller_rig import (
@@ -186,7 +187,10 @@ async def test_an_installation_already_short_of_budget_is_not_polled(rig: Poller
 
 @pytest.mark.anyio
 async def test_a_cold_starts_one_time_seeding_is_not_taken_for_the_cost_of_a_cycle(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A share of the limit that pays for polling every repository every cycle, so that
+    # this cycle polls them all (``schedule``): the pacing is what is pinned here.
+    monkeypatch.setattr(schedule, "POLL_SHARE", 1.0)
     names = [f"acme/repo-{i:02d}" for i in range(20)]
     rig = PollerRig.create(tmp_path, repos=names, rate_limit=1000)
     try:

@@ -1,0 +1,94 @@
+"""``CyclePlanner``: which of an installation's repositories a cycle polls, from its
+search (``fanin``) and the sweep (``schedule``), and what it remembers between cycles.
+
+It remembers when each repository was last polled successfully (read from
+``repository_polls`` at the first cycle, so a restart does not sweep everything at
+once) and, per installation, where the last whole search started (``watermarks``,
+``search:{installation}``, forward only), so a restarted poller searches from there.
+
+A repository polled for the first time is seeded like any cold start, whatever brought
+it (the sweep or a search hit): what happened in it before is the install's backlog, and
+the webhooks' to deliver (docs/POLLER.md#cold-start).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import anyio
+
+from service.github.client import GitHubClient
+from service.storage import repository_polls
+from service.storage.database import Database
+from service.storage.watermarks import Watermarks, search_key
+
+from . import schedule
+from .fanin import OVERLAP, search
+from .targets import Target
+
+__all__ = ["Chosen", "CyclePlanner"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Chosen:
+    """One installation's cycle: the repositories to poll, how many the search named, and
+    whether the search answered."""
+
+    targets: list[Target]
+    hinted: int = 0
+    searched: bool = False
+
+
+class CyclePlanner:
+    """Plans each installation's cycle; ``polled`` records the outcome."""
+
+    def __init__(self, client: GitHubClient, store: Database, interval: timedelta) -> None:
+        self._client = client
+        self._store = store
+        self._interval = interval
+        self._last: dict[str, datetime] | None = None
+
+    async def plan(self, installation_id: int, targets: Sequence[Target],
+                   account: tuple[str, str] | None, limit: int, now: datetime) -> Chosen:
+        """The repositories of ``targets`` to poll at ``now`` (``limit``: the
+        installation's hourly rate limit, for the sweep's share)."""
+        if self._last is None:
+            self._last = await self._store.read_async(repository_polls.succeeded)
+        last = self._last
+        hits: dict[str, datetime] = {}
+        searched = False
+        if account is not None:
+            key = search_key(installation_id)
+            stored = await anyio.to_thread.run_sync(Watermarks(self._store).get, key)
+            since = now - OVERLAP if stored is None else min(stored - OVERLAP, now - OVERLAP)
+            found = await search(self._client, installation_id, *account, since)
+            if found is not None:
+                hits, searched = found.repositories, True
+                if found.whole:
+                    await anyio.to_thread.run_sync(Watermarks(self._store).advance, key, now)
+        names = [t.repo for t in targets]
+        sweep = schedule.sweep_interval(len(names), limit, self._interval)
+        hints = schedule.hinted(hits, last)
+        if sweep <= self._interval:
+            # The share pays for every repository every cycle: polled as always (a cycle
+            # woken early by an installation event included).
+            chosen = schedule.choose(names, {}, hints, now, sweep=sweep, quota=len(names))
+        else:
+            # A repository swept a little early is no loss; one that misses its turn by a
+            # moment's jitter waits a whole cycle more.
+            chosen = schedule.choose(
+                names, last, hints, now, sweep=sweep - self._interval / 10,
+                quota=schedule.sweep_quota(len(names), sweep, self._interval))
+        by_name = {t.repo: t for t in targets}
+        return Chosen([by_name[r] for r in chosen], hinted=len(set(hints) & set(by_name)),
+                      searched=searched)
+
+    def polled(self, repo: str, now: datetime) -> None:
+        """``repo`` was polled successfully at ``now``."""
+        if self._last is not None:
+            self._last[repo] = now

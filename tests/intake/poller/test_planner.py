@@ -1,0 +1,73 @@
+"""An installation's cycle at scale (``CyclePlanner`` in the poller): a repository where
+search saw a change is polled at the next cycle, the rest are swept a quota a cycle, and
+a restart carries on from the store instead of sweeping everything at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from service.intake.poller.schedule import sweep_interval, sweep_quota
+from service.storage.watermarks import Watermarks, search_key
+from tests.poller_rig import PollerRig, sha
+
+NAMES = tuple(f"acme/repo-{i:02d}" for i in range(60))
+
+
+def _polled(report) -> list[str]:  # type: ignore[no-untyped-def]
+    return sorted(r.repo for r in report.repositories)
+
+
+@pytest.mark.anyio
+async def test_a_change_is_polled_at_once_and_the_rest_swept_a_quota_a_cycle(
+        tmp_path: Path) -> None:
+    rig = PollerRig.create(tmp_path, repos=NAMES)
+    try:
+        limit = rig.world.limiter.limit_of(f"installation:{rig.installation.id}")
+        assert limit == 5000 + 50 * 40
+        sweep = sweep_interval(len(NAMES), limit, rig.interval)
+        quota = sweep_quota(len(NAMES), sweep, rig.interval)
+        assert sweep > rig.interval and quota == 20
+        seen: set[str] = set()
+        for _ in range(3):  # the first sweep: every repository seeded, a quota a cycle
+            report = await rig.poll()
+            assert len(report.repositories) == quota
+            seen |= set(_polled(report))
+            rig.tick(rig.interval.total_seconds())
+        assert seen == set(NAMES)
+        # A pull request opened where nothing has been polled for three cycles: found by
+        # search, polled at the next cycle, reviewed; the sweep goes on beside it.
+        rig.open_pull(1, repo="acme/repo-00")
+        rig.tick(1)
+        report = await rig.poll()
+        assert report.hinted == 1 and "acme/repo-00" in _polled(report)
+        assert rig.keys() == [f"pr_opened:acme/repo-00:1:{sha(1)}"]
+        assert len(report.repositories) <= quota + 1
+        assert Watermarks(rig.store).get(search_key(rig.installation.id)) == rig.now()
+    finally:
+        await rig.close()
+
+
+@pytest.mark.anyio
+async def test_a_restart_carries_on_from_the_store(tmp_path: Path) -> None:
+    rig = PollerRig.create(tmp_path, repos=NAMES)
+    try:
+        for cycle in range(3):
+            if cycle:
+                rig.tick(rig.interval.total_seconds())
+            await rig.poll()
+        await rig.restart()
+        rig.tick(1)
+        # The last polls are in the store: nothing is due again before its sweep.
+        report = await rig.poll()
+        assert report.repositories == []
+        # A change made while it was down is found from the stored search position.
+        rig.open_pull(2, repo="acme/repo-30")
+        rig.tick(rig.interval.total_seconds())
+        await rig.restart()
+        report = await rig.poll()
+        assert report.hinted == 1 and "acme/repo-30" in _polled(report)
+        assert rig.keys() == [f"pr_opened:acme/repo-30:2:{sha(2)}"]
+    finally:
+        await rig.close()
