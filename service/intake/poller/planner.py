@@ -29,7 +29,10 @@ from . import schedule
 from .fanin import OVERLAP, search
 from .targets import Target
 
-__all__ = ["Chosen", "CyclePlanner"]
+__all__ = ["SEARCH_EVERY", "Chosen", "CyclePlanner"]
+
+#: The least time between two searches of one installation.
+SEARCH_EVERY = timedelta(minutes=1)
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +55,7 @@ class CyclePlanner:
         self._store = store
         self._interval = interval
         self._last: dict[str, datetime] | None = None
+        self._searched: dict[int, datetime] = {}  # when each installation last searched
 
     async def plan(self, installation_id: int, targets: Sequence[Target],
                    account: tuple[str, str] | None, limit: int, now: datetime) -> Chosen:
@@ -62,7 +66,8 @@ class CyclePlanner:
         last = self._last
         hits: dict[str, datetime] = {}
         searched = False
-        if account is not None:
+        if account is not None and self._may_search(installation_id, now):
+            self._searched[installation_id] = now
             key = search_key(installation_id)
             stored = await anyio.to_thread.run_sync(Watermarks(self._store).get, key)
             since = now - OVERLAP if stored is None else min(stored - OVERLAP, now - OVERLAP)
@@ -87,6 +92,16 @@ class CyclePlanner:
         by_name = {t.repo: t for t in targets}
         return Chosen([by_name[r] for r in chosen], hinted=len(set(hints) & set(by_name)),
                       searched=searched)
+
+    def _may_search(self, installation_id: int, now: datetime) -> bool:
+        """At most one search a ``SEARCH_EVERY`` per installation, and none while its
+        search bucket is spent: the client would wait out the bucket's reset inside the
+        cycle (30 a minute; a poller on a short interval would spend it)."""
+        last = self._searched.get(installation_id)
+        if last is not None and now - last < SEARCH_EVERY:
+            return False
+        bucket = self._client.rate_limit(installation_id, "search")
+        return bucket is None or bucket.remaining > 1 or bucket.reset <= now
 
     def polled(self, repo: str, now: datetime) -> None:
         """``repo`` was polled successfully at ``now``."""

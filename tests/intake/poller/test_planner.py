@@ -4,6 +4,7 @@ a restart carries on from the store instead of sweeping everything at once."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -69,5 +70,22 @@ async def test_a_restart_carries_on_from_the_store(tmp_path: Path) -> None:
         report = await rig.poll()
         assert report.hinted == 1 and "acme/repo-30" in _polled(report)
         assert rig.keys() == [f"pr_opened:acme/repo-30:2:{sha(2)}"]
+    finally:
+        await rig.close()
+
+
+@pytest.mark.anyio
+async def test_one_search_a_minute_per_installation(tmp_path: Path) -> None:
+    """A poller on a short interval must not spend the search API's 30 a minute and then
+    wait out its reset inside a cycle."""
+    rig = PollerRig.create(tmp_path, repos=NAMES[:3], interval=timedelta(seconds=1))
+    try:
+        for _ in range(5):
+            await rig.poll()
+            rig.tick(1)
+        assert len(rig.world.requests.matching("GET", "/search/issues")) == 1
+        rig.tick(60)
+        await rig.poll()
+        assert len(rig.world.requests.matching("GET", "/search/issues")) == 2
     finally:
         await rig.close()
