@@ -341,11 +341,12 @@ class ChaosRig:
 
     def seeded(self) -> bool:
         """True once the poller has put both marks of every repository (the seed rows
-        beside them, ``seed_*``, do not count)."""
+        beside them, ``seed_*``, and the installation's search, ``search:*``, do not
+        count)."""
         if not self._migrated():
             return False
-        return len(self.rows("SELECT name FROM watermarks WHERE name NOT LIKE 'seed_%'")
-                   ) >= 2 * len(self.repos)
+        return len(self.rows("SELECT name FROM watermarks WHERE name LIKE 'comments:%'"
+                             " OR name LIKE 'pull_requests:%'")) >= 2 * len(self.repos)
 
     def until(self, what: str, probe: Callable[[], T | None]) -> T:
         """``probe()`` once it is truthy (``tests.kit.waiting``: a loaded machine takes its

@@ -33,8 +33,9 @@ async def test_a_request_is_acknowledged_at_once_while_every_worker_is_busy(
     rig = FaultRig.create(tmp_path, repos=2, workers=1, engine_seconds=(3.0, 3.0))
     first_repo, second_repo = rig.repos
     async with rig.running() as task:
-        await rig.wait_for(lambda: len(rig.rows("SELECT name FROM watermarks WHERE name "
-                                                "NOT LIKE 'seed_%'")) >= 4, "seeding")
+        await rig.wait_for(lambda: len(rig.rows(
+            "SELECT name FROM watermarks WHERE name LIKE 'comments:%'"
+            " OR name LIKE 'pull_requests:%'")) >= 4, "seeding")
         busy = rig.mention(first_repo)
         await rig.deliver()
         await rig.wait_for(lambda: rig.status(busy) == "claimed", "the only worker")

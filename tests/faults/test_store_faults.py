@@ -46,8 +46,9 @@ async def reviewed_once(rig: FaultRig, key: str) -> None:
 
 
 async def seeded(rig: FaultRig) -> None:
-    await rig.wait_for(lambda: len(rig.rows("SELECT name FROM watermarks "
-                                            "WHERE name NOT LIKE 'seed_%'")) >= 2,
+    await rig.wait_for(lambda: len(rig.rows(
+        "SELECT name FROM watermarks WHERE name LIKE 'comments:%'"
+        " OR name LIKE 'pull_requests:%'")) >= 2,
                        "the poller to seed the repository")
 
 
