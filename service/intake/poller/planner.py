@@ -18,8 +18,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-import anyio
-
 from service.github.client import GitHubClient
 from service.storage import repository_polls
 from service.storage.database import Database
@@ -69,13 +67,13 @@ class CyclePlanner:
         if account is not None and self._may_search(installation_id, now):
             self._searched[installation_id] = now
             key = search_key(installation_id)
-            stored = await anyio.to_thread.run_sync(Watermarks(self._store).get, key)
+            stored = await self._store.run(Watermarks(self._store).get, key)
             since = now - OVERLAP if stored is None else min(stored - OVERLAP, now - OVERLAP)
             found = await search(self._client, installation_id, *account, since)
             if found is not None:
                 hits, searched = found.repositories, True
                 if found.whole:
-                    await anyio.to_thread.run_sync(Watermarks(self._store).advance, key, now)
+                    await self._store.run(Watermarks(self._store).advance, key, now)
         names = [t.repo for t in targets]
         sweep = schedule.sweep_interval(len(names), limit, self._interval)
         hints = schedule.hinted(hits, last)

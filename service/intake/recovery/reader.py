@@ -106,7 +106,7 @@ class HookLogReader:
         if not await self._leads():
             report.leading = False
             return report
-        cursor = await anyio.to_thread.run_sync(Watermarks(self._store).get, CURSOR)
+        cursor = await self._store.run(Watermarks(self._store).get, CURSOR)
         since = (now - FIRST_LOOKBACK) if cursor is None else cursor - OVERLAP
         listed = await self._list(since, report)
         guids = sorted({a.guid for a in listed})
@@ -119,7 +119,7 @@ class HookLogReader:
             await self._store.write_async(redeliveries.done, settled)
         newest = max((a.delivered_at for a in listed), default=None)
         if newest is not None and not report.failures:
-            report.cursor = await anyio.to_thread.run_sync(
+            report.cursor = await self._store.run(
                 Watermarks(self._store).advance, CURSOR, newest)
         if report.redelivered or report.fetched:
             log.info("delivery log: %d redelivery(ies) asked for, %d delivery(ies) fetched",
