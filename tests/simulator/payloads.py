@@ -133,8 +133,7 @@ class Renderer:
         html = f"{self.web}/{repo.full_name}"
         clone = repo.git_dir.resolve().as_uri() if repo.git_dir else f"{html}.git"
         host = self.web.split("://", 1)[-1]
-        open_issues = sum(1 for i in self.world.issues.values()
-                          if i.repo_id == repo.id and i.state == "open")
+        open_issues = sum(1 for i in self.world.issues_of.get(repo.id, ()) if i.state == "open")
         return {
             **self.repo_min(repo),
             "owner": self.user(repo.owner),

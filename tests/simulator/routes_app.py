@@ -117,9 +117,9 @@ async def list_installation_repositories(ctx: Ctx) -> Reply:
     repos = ctx.world.installation_repos(inst)
     if ctx.token.repository_ids is not None:
         repos = [r for r in repos if r.id in ctx.token.repository_ids]
-    reply = ctx.page([ctx.render.repo(r) for r in sorted(repos, key=lambda r: r.id)])
+    reply = ctx.page(sorted(repos, key=lambda r: r.id))  # render the page only
     reply.body = {"total_count": len(repos), "repository_selection": inst.repository_selection,
-                  "repositories": reply.body}
+                  "repositories": [ctx.render.repo(r) for r in reply.body]}
     return reply
 
 

@@ -75,6 +75,9 @@ class World(Activity, ManifestFlow):
         self.repos: dict[int, Repository] = {}
         self._by_name: dict[str, Repository] = {}
         self.issues: dict[tuple[int, int], Issue] = {}
+        # Each repository's issues: a repository's payload counts its open ones, and an
+        # installation of 10,000 repositories must not scan every issue per repository.
+        self.issues_of: dict[int, list[Issue]] = {}
         self.pulls: dict[tuple[int, int], PullRequest] = {}
         self.issue_comments: dict[int, IssueComment] = {}
         self.review_comments: dict[int, ReviewComment] = {}
@@ -255,7 +258,7 @@ class World(Activity, ManifestFlow):
 
     # -- issues and pull requests --------------------------------------------------------
     def _next_number(self, repo: Repository) -> int:
-        return 1 + max((n for (rid, n) in self.issues if rid == repo.id), default=0)
+        return 1 + max((i.number for i in self.issues_of.get(repo.id, ())), default=0)
 
     def add_issue(self, repo: str, *, title: str, user: str, body: str | None = "",
                   number: int | None = None, state: str = "open",
@@ -269,6 +272,7 @@ class World(Activity, ManifestFlow):
                       body=body, user=self.user(user), state=state, created_at=when,
                       updated_at=when, closed_at=when if state == "closed" else None)
         self.issues[(target.id, number)] = issue
+        self.issues_of.setdefault(target.id, []).append(issue)
         return issue
 
     def add_pull(self, repo: str, *, title: str, user: str, head_sha: str, base_sha: str,
