@@ -103,7 +103,8 @@ def hook_log_reader(services: Services) -> HookLogReader | None:
 
     return HookLogReader(client=services.github, store=services.store, ingest=ingest,
                          clock=services.clock, interval=timedelta(seconds=seconds),
-                         leadership=services.store.leadership("hook_log"))
+                         leadership=services.store.leadership("hook_log"),
+                         metrics=services.metrics)
 
 
 #: Seconds between re-offers of unposted runs: a run whose host died mid-post (its

@@ -207,7 +207,13 @@ def _polls(view: StatusView) -> str:
              '<span class="ok">ok</span>' if p.error is None
              else f'<span class="failing">{escape(p.error)}</span>',
              _when(p.succeeded_at, view.now)] for p in view.polls]
-    return "\n".join(['<section id="poller"><h2>Poller</h2>',
+    if view.log_read_up_to is None:
+        log_line = "Delivery log: not read yet."
+    else:
+        log_line = (f"Delivery log: read up to a delivery made "
+                    f"{_when(view.log_read_up_to, view.now)}; "
+                    f"{_num(view.redeliveries_awaited)} redelivery(ies) awaited.")
+    return "\n".join(['<section id="poller"><h2>Poller</h2>', f"<p>{log_line}</p>",
                       _table(("Repository", "Last poll", "Result", "Last success"), rows,
                              "no repository polled yet"), "</section>"])
 

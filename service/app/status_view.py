@@ -14,8 +14,9 @@ from typing import Any, Final
 from service.budget.governor import Governor
 from service.budget.refusal import Refusal
 from service.budget.snapshot import Snapshot
+from service.intake.recovery.reader import CURSOR
 from service.observe.health import Health
-from service.storage import ledger, repository_polls, runs
+from service.storage import ledger, redeliveries, repository_polls, runs, watermarks
 from service.storage import queue as queue_table
 from service.storage.database import Database
 from service.storage.queue import QueueRow
@@ -65,6 +66,10 @@ class StatusView:
     claimed: tuple[QueueRow, ...]   # running now
     runs: tuple[Run, ...]
     polls: tuple[Poll, ...]
+    #: The delivery log: the newest delivery read (None: never read, or the reader is
+    #: off) and the redeliveries asked for that have not come in yet.
+    log_read_up_to: datetime | None = None
+    redeliveries_awaited: int = 0
 
 
 def read_status(store: Database, governor: Governor, health: Health,
@@ -78,6 +83,8 @@ def read_status(store: Database, governor: Governor, health: Health,
         recent = ledger.recent(tx, RUNS_SHOWN)
         states = {r["dedupe_key"]: runs.state(tx, r["dedupe_key"], now) for r in recent}
         polls = repository_polls.latest(tx)
+        log_cursor = watermarks.read(tx, CURSOR)
+        awaited = len(redeliveries.pending(tx))
     counts = dict.fromkeys(queue_table.STATUSES, 0)
     for status, _, n in depth:
         counts[status] += n
@@ -89,7 +96,8 @@ def read_status(store: Database, governor: Governor, health: Health,
     return StatusView(
         now=now, health=health.report(now), budget=governor.snapshot(now), queue=counts,
         waiting=waiting, claimed=tuple(claimed),
-        runs=tuple(_run(r, states.get(r["dedupe_key"])) for r in recent), polls=tuple(polls))
+        runs=tuple(_run(r, states.get(r["dedupe_key"])) for r in recent), polls=tuple(polls),
+        log_read_up_to=log_cursor, redeliveries_awaited=awaited)
 
 
 def _run(row: dict[str, Any], state: tuple[str, str] | None) -> Run:

@@ -67,6 +67,12 @@ def _get(tx: Transaction, name: str) -> datetime | None:
     return None if row is None else from_db_time(row[0])
 
 
+def read(tx: Transaction, name: str) -> datetime | None:
+    """The watermark ``name`` inside a transaction the caller holds (None: never set)."""
+    _check_name(name)
+    return _get(tx, name)
+
+
 class Watermarks:
     """The watermarks held in ``db``."""
 

@@ -7,11 +7,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from service.storage import repository_polls
+from service.intake.recovery.reader import CURSOR
+from service.storage import redeliveries, repository_polls
+from service.storage.watermarks import Watermarks
 from tests.webhook_env import NOW, Env, open_env
 
 
@@ -51,6 +54,18 @@ async def test_the_page_shows_the_budget_the_queue_and_the_poller(env: Env) -> N
     assert "next in line" in page
     assert "<script>" not in page and "403 &lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "acme/gadgets" in page and '<span class="ok">ok</span>' in page
+    assert "Delivery log: not read yet." in page
+
+
+@pytest.mark.anyio
+async def test_the_page_says_how_far_the_delivery_log_is_read(env: Env) -> None:
+    with env.store.transaction() as tx:
+        redeliveries.requested(tx, "guid-1", 7, NOW)
+    Watermarks(env.store).advance(CURSOR, NOW - timedelta(minutes=3))
+    page = (await env.client.get("/status")).text
+    line = page.split("Delivery log:", 1)[1].split("</p>", 1)[0]
+    assert f'datetime="{(NOW - timedelta(minutes=3)).isoformat(timespec="seconds")}"' in line
+    assert 'awaited' in line and '<data value="1">' in line
 
 
 @pytest.mark.anyio

@@ -32,6 +32,7 @@ from service.github.client import GitHubClient
 from service.github.errors import GitHubError, NotFound, Unprocessable
 from service.intake.recovery.plan import Logged, Step, logged, plan
 from service.intake.webhook.delivery import Received, Result
+from service.observe.metrics.instruments import Metrics
 from service.storage import deliveries, redeliveries
 from service.storage.database import Database, Leadership, Transaction
 from service.storage.watermarks import Watermarks
@@ -71,8 +72,10 @@ class HookLogReader:
     def __init__(self, *, client: GitHubClient, store: Database, ingest: Ingest,
                  clock: Callable[[], datetime], interval: timedelta = timedelta(minutes=1),
                  leadership: Leadership | None = None,
-                 sleep: Callable[[float], Awaitable[None]] = anyio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+                 metrics: Metrics | None = None) -> None:
         self._client = client
+        self._metrics = metrics
         self._store = store
         self._ingest = ingest
         self._clock = clock
@@ -95,10 +98,19 @@ class HookLogReader:
                 if report.failures:
                     log.warning("delivery log: %d step(s) failed; retried at the next read",
                                 len(report.failures), extra={"failures": report.failures})
+                self._count("standby" if not report.leading else
+                            "failed" if report.failures else "ok", report)
             except Exception:
                 log.exception("delivery log read failed; retried at the next read")
+                self._count("failed", None)
             done += 1
             await self._sleep(self._interval.total_seconds())
+
+    def _count(self, result: str, report: ReadReport | None) -> None:
+        if self._metrics is not None:
+            self._metrics.delivery_log_read(
+                result, redelivered=len(report.redelivered) if report else 0,
+                fetched=len(report.fetched) if report else 0)
 
     async def read_once(self, now: datetime) -> ReadReport:
         """One read: list from the cursor, plan, act, and move the cursor."""

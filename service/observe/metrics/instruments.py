@@ -64,6 +64,14 @@ class Metrics:
         self.poll_requests = Counter(
             f"{PREFIX}_poll_requests", "The poller's listing requests, by answer (full: a "
             "200 with items; not_modified: a free 304).", ["answer"], registry=r)
+        self.log_reads = Counter(
+            f"{PREFIX}_delivery_log_reads", "Reads of GitHub's webhook delivery log, by "
+            "result (ok; failed: the read or a step failed, retried at the next read; "
+            "standby: another process reads it).", ["result"], registry=r)
+        self.log_recovered = Counter(
+            f"{PREFIX}_delivery_log_recovered", "Failed deliveries recovered from the "
+            "delivery log, by action (redelivered: GitHub was asked to send it again; "
+            "fetched: its payload was taken from the log).", ["action"], registry=r)
         self.rate_remaining = Gauge(
             f"{PREFIX}_github_rate_limit_remaining", "GitHub's x-ratelimit-remaining for "
             "the core resource, by installation (0 for the App's own JWT), as last seen.",
@@ -99,6 +107,14 @@ class Metrics:
             self.poll_requests.labels("full").inc(full)
         if not_modified:
             self.poll_requests.labels("not_modified").inc(not_modified)
+
+    def delivery_log_read(self, result: str, *, redelivered: int = 0,
+                          fetched: int = 0) -> None:
+        self.log_reads.labels(result).inc()
+        if redelivered:
+            self.log_recovered.labels("redelivered").inc(redelivered)
+        if fetched:
+            self.log_recovered.labels("fetched").inc(fetched)
 
     def rate_limit(self, installation: int, remaining: int) -> None:
         self.rate_remaining.labels(str(installation)).set(remaining)

@@ -21,6 +21,7 @@ from service.intake.recovery.reader import CURSOR, HookLogReader
 from service.intake.rules.decisions import TriggerContext
 from service.intake.webhook.deliveries import DeliveryLog
 from service.intake.webhook.delivery import Received, Result
+from service.observe.metrics.instruments import Metrics
 from service.storage import redeliveries
 from service.storage.agent_comments import AgentComments
 from service.storage.database import Database
@@ -244,3 +245,32 @@ async def test_a_reader_that_takes_over_mid_way_goes_on_from_the_store(rig: Rig)
     assert len(rig.queued()) == 2
     for guid in (older.delivery_id, newer.delivery_id):
         assert rig.asked(guid) == 1
+
+
+@pytest.mark.anyio
+async def test_each_read_is_counted_with_what_it_recovered(rig: Rig) -> None:
+    """``/metrics``: a read whose request failed, one that asked for two deliveries,
+    one that fetched them when GitHub did not send them, one while another leads."""
+    rig.sender.lose(rig.opened(1))
+    rig.world.faults.add(method="POST", path_glob=ATTEMPTS, status=502, times=1)
+    metrics = Metrics()
+    leadership = Flip(True)
+    reader = HookLogReader(client=rig.client, store=rig.store, ingest=rig.ingest,
+                           clock=rig.now, leadership=leadership, sleep=rig._sleep,
+                           metrics=metrics)
+    await reader.run(reads=1)  # GitHub answers 502: the step failed
+    rig.sender.lose(rig.opened(2))
+    await reader.run(reads=1)  # both asked for
+    rig.world.clock.advance(PATIENCE.total_seconds())
+    await reader.run(reads=1)  # neither came: both fetched
+    leadership.leading = False
+    await reader.run(reads=1)
+
+    def sample(name: str, **labels: str) -> float | None:
+        return metrics.registry.get_sample_value(f"pr_review_agent_{name}_total", labels)
+
+    assert [sample("delivery_log_reads", result=r) for r in ("ok", "failed", "standby")] \
+        == [2.0, 1.0, 1.0]
+    assert sample("delivery_log_recovered", action="redelivered") == 2.0
+    assert sample("delivery_log_recovered", action="fetched") == 2.0
+    assert len(rig.queued()) == 2

@@ -81,6 +81,7 @@ def _every_name(tmp_path: Path) -> set[str]:
         metrics.engine_finished("completed", 1.0, 10)
         metrics.delivery("enqueued", 0.01)
         metrics.poll_cycle("ok", full=1, not_modified=1)
+        metrics.delivery_log_read("ok", redelivered=1, fetched=1)
         metrics.rate_limit(1, 10)
         metrics.published("published")
         config = BudgetConfig(session_tokens=100_000, weekly_tokens=1_000_000,
