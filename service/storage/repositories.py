@@ -11,9 +11,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from service.storage.database import Transaction
-from service.storage.times import to_db_time
+from service.storage.times import from_db_time, to_db_time
 
-__all__ = ["add", "drop", "drop_installation", "installation_of", "live", "remove"]
+__all__ = ["add", "added_at", "drop", "drop_installation", "installation_of", "live", "remove"]
 
 _ADD = """
 INSERT INTO repositories (repo, installation_id, added_at, removed_at)
@@ -37,6 +37,7 @@ RETURNING repo
 """
 _REMOVE = "UPDATE repositories SET removed_at = :now WHERE repo = :repo"
 _LIVE = "SELECT repo, installation_id FROM repositories WHERE removed_at IS NULL"
+_ADDED_AT = "SELECT added_at FROM repositories WHERE repo = :repo AND removed_at IS NULL"
 _INSTALLATION_OF = """
 SELECT installation_id FROM repositories WHERE repo = :repo AND removed_at IS NULL
 """
@@ -74,3 +75,9 @@ def installation_of(tx: Transaction, repo: str) -> int | None:
     """The installation ``repo`` is installed under, or None when it is not (known)."""
     row = tx.execute(_INSTALLATION_OF, {"repo": repo}).fetchone()
     return None if row is None else int(row[0])
+
+
+def added_at(tx: Transaction, repo: str) -> datetime | None:
+    """When ``repo`` was (last) installed, or None when it is not (known)."""
+    row = tx.execute(_ADDED_AT, {"repo": repo}).fetchone()
+    return None if row is None else from_db_time(str(row[0]))

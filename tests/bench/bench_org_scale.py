@@ -9,6 +9,9 @@ repositories to 12,500 an hour; search has its own 30 a minute), the real client
 real poller and a SQLite store. The store starts as a poller that has been running
 leaves it: every stream's watermark set, each repository's last poll spread over the
 sweep before (so what is measured is the steady state, not the one-time seeding).
+With ``--first-sweep``, each size above 10 is also run from an empty store: the poller's
+first day at that size, when most repositories are not seeded yet and a change in one is
+decided at its first poll (``CyclePlanner``'s seed floor).
 
 Then ``--hours`` of simulated time with **webhooks disabled** — the poller alone — and
 ten pull-request events a minute spread across the repositories (half a pull request
@@ -89,7 +92,7 @@ def _counted(rig: PollerRig, start: int) -> int:
                and not r.path.startswith(("/app", "/search")))
 
 
-async def poll_only(repos: int, hours: float, seed: int) -> Result:
+async def poll_only(repos: int, hours: float, seed: int, *, primed: bool = True) -> Result:
     names = [f"acme/repo-{i:05d}" for i in range(repos)]
     with tempfile.TemporaryDirectory() as tmp:
         rig = PollerRig.create(Path(tmp), repos=names)
@@ -101,7 +104,8 @@ async def poll_only(repos: int, hours: float, seed: int) -> Result:
                                updated_at=T0 - timedelta(days=2))
             limit = world.limiter.limit_of(f"installation:{rig.installation.id}")
             sweep = sweep_interval(repos, limit, CYCLE)
-            _prime(rig, names, sweep)
+            if primed:
+                _prime(rig, names, sweep)
             await rig.poll()  # lists the installation, mints a token
             rng = random.Random(seed)
             expected: dict[str, object] = {}
@@ -181,15 +185,19 @@ async def delivery_log(lost: int) -> tuple[int, int, float]:
             await rig.close()
 
 
-async def main(sizes: list[int], hours: float) -> None:
+async def main(sizes: list[int], hours: float, first_sweep: bool) -> None:
     print(f"poller alone (webhooks disabled), {EVENTS_PER_MINUTE} events a minute, "
           f"{hours:g} h simulated, a cycle every {CYCLE.total_seconds() / 60:g} min")
     print("| repositories | limit/h | sweep | counted/h | share | cycle median | cycle max "
           "| (c) median | (c) max | found |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for repos in sizes:
-        r = await poll_only(repos, hours, seed=repos)
-        print(f"| {r.repos:,} | {r.limit:,} | {r.sweep.total_seconds() / 3600:.1f} h "
+    runs = [(repos, True) for repos in sizes] + [(repos, False) for repos in sizes
+                                                   if first_sweep and repos > 10]
+    for repos, primed in runs:
+        r = await poll_only(repos, hours, seed=repos, primed=primed)
+        start = "running" if primed else "first sweep"
+        print(f"| {r.repos:,} ({start}) | {r.limit:,} "
+              f"| {r.sweep.total_seconds() / 3600:.1f} h "
               f"| {r.counted_per_hour:,.0f} | {r.counted_per_hour / r.limit:.1%} "
               f"| {r.cycle_median:.2f} s | {r.cycle_max:.2f} s "
               f"| {r.latency_median:.0f} s | {r.latency_max:.0f} s "
@@ -207,5 +215,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repos", type=int, nargs="+", default=[10, 1000, 10000])
     parser.add_argument("--hours", type=float, default=2.0)
+    parser.add_argument("--first-sweep", action="store_true",
+                        help="also start each size above 10 with an empty store")
     args = parser.parse_args()
-    asyncio.run(main(args.repos, args.hours))
+    asyncio.run(main(args.repos, args.hours, args.first_sweep))

@@ -68,7 +68,8 @@ async def poll_chosen(streams: RepositoryPoller, planner: CyclePlanner, installa
                     log.exception("refreshing the repository's config failed; polling on",
                                   extra=extra)
             try:
-                report = await streams.poll(repo, installation_id, now)
+                report = await streams.poll(repo, installation_id, now,
+                                           seed_floor=chosen.seed_floor)
             except RateLimited as exc:
                 batch.failures[repo] = str(exc)
                 batch.limited = batch.limited or exc

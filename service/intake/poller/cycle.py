@@ -122,11 +122,17 @@ class RepositoryPoller:
         source = self._ctx_source
         return source if isinstance(source, TriggerContext) else source()
 
-    async def poll(self, repo: str, installation_id: int, now: datetime) -> RepositoryReport:
-        """Poll both streams of ``repo`` as ``installation_id``; ``now`` stamps new rows."""
+    async def poll(self, repo: str, installation_id: int, now: datetime, *,
+                   seed_floor: datetime | None = None) -> RepositoryReport:
+        """Poll both streams of ``repo`` as ``installation_id``; ``now`` stamps new rows.
+
+        ``seed_floor`` is how far back a first poll may look for what happened after the
+        App began watching ``repo`` (``StreamMarks.watched_since``); None: a first poll
+        seeds at the newest item, as a cold start does.
+        """
         report = RepositoryReport(repo=repo, installation_id=installation_id)
-        await self._pull_requests(repo, installation_id, now, report)
-        await self._comments(repo, installation_id, now, report)
+        await self._pull_requests(repo, installation_id, now, report, seed_floor)
+        await self._comments(repo, installation_id, now, report, seed_floor)
         return report
 
     @staticmethod
@@ -150,6 +156,7 @@ class RepositoryPoller:
 
     async def _pull_requests(
         self, repo: str, installation_id: int, now: datetime, report: RepositoryReport,
+        seed_floor: datetime | None,
     ) -> None:
         key = watermark_key(PULL_REQUESTS, repo)
         mark = await self._marks.watermark(key)
@@ -168,8 +175,12 @@ class RepositoryPoller:
                                     endpoint.params, conditional=False, tally=report.tally,
                                     seeding=True)
         if mark is None:
-            await self._seed_pulls(repo, key, page, report)
-            return
+            since = await self._marks.watched_since(repo, seed_floor)
+            mark, newer = await self._seed_pulls(repo, key, page, report, since)
+            if not newer:
+                self._finish(key, report, PULL_REQUESTS, mark)
+                return
+            # Updated since the App began watching: decided now, from the same page.
         sightings = await self._collect_pulls(repo, installation_id, page, mark, report.tally)
         boundary = await self._marks.boundary(key, seed_key(PULL_REQUESTS, repo), mark)
         if sightings:
@@ -219,23 +230,28 @@ class RepositoryPoller:
 
     async def _seed_pulls(
         self, repo: str, key: str, page: Page, report: RepositoryReport,
-    ) -> None:
-        """Cold start: the mark goes to the newest pull request; nothing is enqueued."""
+        since: datetime | None,
+    ) -> tuple[datetime, bool]:
+        """Cold start: the mark goes to the newest pull request, or to ``since`` when
+        some were updated after it; nothing is enqueued. The mark, and whether the page
+        holds pull requests updated after it (the caller decides those)."""
         assert page.items is not None
         states = [pr for pr in (self._parse_pull(repo, obj) for obj in page.items) if pr]
         newest = max((pr.updated_at for pr in states), default=EPOCH)
+        seed = newest if since is None else min(newest, since)
         for pr in states:
-            self._memory.remember(repo, pr)
-        self._marks.set_seed_boundary(key, newest, [(pr.number, pr.updated_at) for pr in states],
-                                complete=_complete_at(page, [pr.updated_at for pr in states],
-                                                      newest))
-        await self._marks.advance(seed_key(PULL_REQUESTS, repo), newest)  # before the mark itself
-        stored = await self._marks.advance(key, newest)
+            if pr.updated_at <= seed:  # a later one is seen for the first time when decided
+                self._memory.remember(repo, pr)
+        times = [pr.updated_at for pr in states]
+        self._marks.set_seed_boundary(key, seed, [(pr.number, pr.updated_at) for pr in states],
+                                      complete=_complete_at(page, times, seed))
+        await self._marks.advance(seed_key(PULL_REQUESTS, repo), seed)  # before the mark itself
+        stored = await self._marks.advance(key, seed)
         report.seeded.append(PULL_REQUESTS)
-        log.info("seeded a watermark at the newest item; nothing enqueued",
+        log.info("seeded a watermark; nothing before it enqueued",
                  extra={"repo": repo, "stream": PULL_REQUESTS, "watermark": stored.isoformat(),
-                        "items_seen": len(states)})
-        self._finish(key, report, PULL_REQUESTS, stored)
+                        "items_seen": len(states), "newer": sum(t > seed for t in times)})
+        return stored, newest > seed
 
     def _pull_history(self, conn: Transaction, repo: str, number: int) -> PullHistory:
         heads = frozenset(queue_table.known_heads(conn, repo, number))
@@ -275,6 +291,7 @@ class RepositoryPoller:
 
     async def _comments(
         self, repo: str, installation_id: int, now: datetime, report: RepositoryReport,
+        seed_floor: datetime | None,
     ) -> None:
         key = watermark_key(COMMENTS, repo)
         mark = await self._marks.watermark(key)
@@ -282,7 +299,8 @@ class RepositoryPoller:
         if mark is None:
             # Seed, then poll from the seed at once: the same cycle stores the ETags the
             # next one sends, and anything that arrived between the two requests is new.
-            mark = await self._seed_comments(repo, installation_id, key, report)
+            since = await self._marks.watched_since(repo, seed_floor)
+            mark = await self._seed_comments(repo, installation_id, key, report, since)
         comments: list[CommentItem] = []
         complete = True  # every endpoint answered in full (no 304)
         for endpoint in comment_endpoints(repo, mark):
@@ -328,8 +346,10 @@ class RepositoryPoller:
 
     async def _seed_comments(
         self, repo: str, installation_id: int, key: str, report: RepositoryReport,
+        since: datetime | None,
     ) -> datetime:
-        """Cold start: the mark goes to the newest comment of either kind."""
+        """Cold start: the mark goes to the newest comment of either kind, or to
+        ``since`` when some were updated after it (the poll from the mark decides those)."""
         pages: list[tuple[Page, list[CommentItem]]] = []
         for endpoint in comment_seed_endpoints(repo):
             assert endpoint.source is not None
@@ -340,16 +360,18 @@ class RepositoryPoller:
             pages.append((page, self._parse_comments(repo, endpoint.source, page.items)))
         comments = [c for _, parsed in pages for c in parsed]
         newest = max((c.updated_at for c in comments), default=EPOCH)
-        complete = all(_complete_at(page, [c.updated_at for c in parsed], newest)
+        seed = newest if since is None else min(newest, since)
+        complete = all(_complete_at(page, [c.updated_at for c in parsed], seed)
                        for page, parsed in pages)
-        self._marks.set_seed_boundary(key, newest, [(c.key, c.updated_at) for c in comments],
-                                complete=complete)
-        await self._marks.advance(seed_key(COMMENTS, repo), newest)  # before the mark itself
-        stored = await self._marks.advance(key, newest)
+        self._marks.set_seed_boundary(key, seed, [(c.key, c.updated_at) for c in comments],
+                                      complete=complete)
+        await self._marks.advance(seed_key(COMMENTS, repo), seed)  # before the mark itself
+        stored = await self._marks.advance(key, seed)
         report.seeded.append(COMMENTS)
-        log.info("seeded a watermark at the newest item; nothing enqueued",
+        log.info("seeded a watermark; nothing before it enqueued",
                  extra={"repo": repo, "stream": COMMENTS, "watermark": stored.isoformat(),
-                        "items_seen": len(comments)})
+                        "items_seen": len(comments),
+                        "newer": sum(c.updated_at > seed for c in comments)})
         return stored
 
     def _decide_comments(

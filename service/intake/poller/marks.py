@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from datetime import datetime
 
+from service.storage import repositories
 from service.storage.database import Database
 from service.storage.watermarks import Watermarks, watermark_key
 
@@ -83,6 +84,23 @@ class StreamMarks:
         if await self.watermark(seed) is None:
             await self.advance(seed, mark)
         return await self.advance(key, new_mark)
+
+    async def watched_since(self, repo: str, floor: datetime | None) -> datetime | None:
+        """Since when the App has watched ``repo``: when it was recorded as installed,
+        but no earlier than ``floor``.
+
+        A large installation's first sweep takes hours (docs/POLLER.md, "The schedule"),
+        and with webhooks off a repository's first poll is the first anyone looks at it:
+        seeding it at its newest item would take what happened since the App was
+        installed for backlog. Seeding it at this instant keeps the backlog out (it
+        predates the install) and decides the rest. The floor bounds how much a first
+        poll may take: a repository recorded long ago but polled only now (added to the
+        allowlist, say) is a cold start, not a day of triggers.
+        """
+        if floor is None:
+            return None
+        added = await self._store.read_async(repositories.added_at, repo)
+        return None if added is None else max(added, floor)
 
     def set_seed_boundary(self, key: str, newest: datetime,
                           items: Sequence[tuple[Hashable, datetime]], *,

@@ -6,9 +6,11 @@ It remembers when each repository was last polled successfully (read from
 once) and, per installation, where the last whole search started (``watermarks``,
 ``search:{installation}``, forward only), so a restarted poller searches from there.
 
-A repository polled for the first time is seeded like any cold start, whatever brought
-it (the sweep or a search hit): what happened in it before is the install's backlog, and
-the webhooks' to deliver (docs/POLLER.md#cold-start).
+A repository polled for the first time is seeded like a cold start, whatever brought it
+(the sweep or a search hit), but from when the App began watching it: what happened before
+is the install's backlog, what happened since is decided. The first sweep of a large
+installation takes hours, and with webhooks off nothing else sees those repositories
+(``Chosen.seed_floor``; docs/POLLER.md#cold-start).
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ class Chosen:
     targets: list[Target]
     hinted: int = 0
     searched: bool = False
+    #: How far back a repository's first poll looks for what changed after it was
+    #: installed: twice the sweep, the longest any repository waits for its turn.
+    seed_floor: datetime | None = None
 
 
 class CyclePlanner:
@@ -89,7 +94,7 @@ class CyclePlanner:
                 quota=schedule.sweep_quota(len(names), sweep, self._interval))
         by_name = {t.repo: t for t in targets}
         return Chosen([by_name[r] for r in chosen], hinted=len(set(hints) & set(by_name)),
-                      searched=searched)
+                      searched=searched, seed_floor=now - 2 * max(sweep, self._interval))
 
     def _may_search(self, installation_id: int, now: datetime) -> bool:
         """At most one search a ``SEARCH_EVERY`` per installation, and none while its

@@ -26,7 +26,8 @@ class Streams:
         self.running = self.most = 0
         self.polled: list[str] = []
 
-    async def poll(self, repo: str, installation_id: int, now: datetime) -> RepositoryReport:
+    async def poll(self, repo: str, installation_id: int, now: datetime, *,
+                   seed_floor: datetime | None = None) -> RepositoryReport:
         self.running += 1
         self.most = max(self.most, self.running)
         try:

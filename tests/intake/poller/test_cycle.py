@@ -11,7 +11,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import anyio
@@ -19,7 +19,9 @@ import psycopg
 import pytest
 
 from service.config.schema import TriggersConfig
+from service.intake.poller.cycle import RepositoryPoller
 from service.intake.rules.classify import classify_event
+from service.storage import repositories
 from service.storage.sqlite import SqliteStore
 from service.storage.times import to_db_time
 from service.storage.watermarks import Watermarks
@@ -115,6 +117,39 @@ async def test_activity_on_a_pull_request_older_than_the_install_does_not_review
     report = await rig.poll()
     assert report.success
     assert rig.rows() == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("floor_minutes", [None, 30, 90])
+async def test_a_first_poll_decides_what_changed_since_the_repository_was_installed(
+        rig: PollerRig, floor_minutes: int | None) -> None:
+    """A repository installed an hour ago and first polled now (its turn in a long first
+    sweep): what predates the install is backlog; what came after is decided, back to
+    the floor a first poll may look (the planner's: twice the sweep) and no further."""
+    rig.open_pull(1)                            # backlog
+    rig.comment(1, "@claude review")            # backlog
+    installed = rig.tick(60)
+    with rig.store.transaction() as tx:
+        repositories.add(tx, REPO, rig.installation.id, installed)
+    rig.tick(30 * 60)
+    rig.open_pull(2)                            # half an hour after the install
+    late = rig.comment(1, "@claude review")
+    changed = rig.now()
+    rig.tick(30 * 60)
+    now = rig.now()
+    streams = RepositoryPoller(rig.client, rig.store, rig.ctx)
+    floor = None if floor_minutes is None else now - timedelta(minutes=floor_minutes)
+    report = await streams.poll(REPO, rig.installation.id, now, seed_floor=floor)
+    assert sorted(report.seeded) == ["comments", "pull_requests"]
+    if floor_minutes == 90:   # the install is within the floor: all since it is decided
+        assert rig.keys() == sorted([f"mention:{REPO}:1:{late.id}", opened_key(2)])
+        assert rig.watermark("pull_requests") == changed
+    else:                     # no floor, or one after both: a cold start
+        assert rig.keys() == []
+        assert rig.watermark("pull_requests") == changed
+    rig.tick()
+    await streams.poll(REPO, rig.installation.id, rig.now(), seed_floor=floor)
+    assert len(rig.rows()) == (2 if floor_minutes == 90 else 0)  # nothing twice
 
 
 # -- pull requests ----------------------------------------------------------------------------

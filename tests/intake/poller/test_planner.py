@@ -51,6 +51,45 @@ async def test_a_change_is_polled_at_once_and_the_rest_swept_a_quota_a_cycle(
 
 
 @pytest.mark.anyio
+async def test_during_the_first_sweep_what_changed_since_the_install_is_decided(
+        tmp_path: Path) -> None:
+    """Webhooks off, a first sweep of three cycles: a pull request opened and a mention
+    written after the App began watching, in repositories not polled yet, are found
+    when each is first polled (search hints one; the sweep alone finds the other, search
+    failing by then); the backlog from before is not."""
+    rig = PollerRig.create(tmp_path, repos=NAMES)
+    try:
+        rig.open_pull(1, repo="acme/repo-59")  # backlog: before the install was seen
+        rig.tick(3600)  # before the first search's window too
+        first = await rig.poll()  # records the repositories, seeds the first quota
+        polled = set(_polled(first))
+        waiting = [n for n in NAMES if n not in polled]
+        assert "acme/repo-59" in waiting
+        hinted, swept = waiting[0], waiting[-2]
+        rig.tick(60)
+        rig.open_pull(2, repo=hinted)
+        rig.comment(1, "@claude review", repo="acme/repo-59")
+        rig.tick(rig.interval.total_seconds())
+        report = await rig.poll()
+        assert report.hinted == 2 and {hinted, "acme/repo-59"} <= set(_polled(report))
+        polled |= set(_polled(report))
+        assert swept not in polled
+        rig.world.faults.add(method="GET", path_glob="/search/issues", status=503)
+        rig.open_pull(3, repo=swept)
+        for _ in range(2):
+            rig.tick(rig.interval.total_seconds())
+            polled |= set(_polled(await rig.poll()))
+        assert polled == set(NAMES)
+        keys = rig.keys()
+        assert keys == sorted([f"pr_opened:{hinted}:2:{sha(2)}",
+                               f"pr_opened:{swept}:3:{sha(3)}",
+                               *[k for k in keys if k.startswith("mention:acme/repo-59:1:")]])
+        assert len(keys) == 3  # the backlog pull request was not taken
+    finally:
+        await rig.close()
+
+
+@pytest.mark.anyio
 async def test_a_restart_carries_on_from_the_store(tmp_path: Path) -> None:
     rig = PollerRig.create(tmp_path, repos=NAMES)
     try:
