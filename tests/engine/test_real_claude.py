@@ -228,9 +228,11 @@ async def test_the_cap_sees_output_the_events_do_not_report(host: dict[str, Path
     # Each assistant event says output_tokens 1; 180 000 bytes of answer is ~60 000
     # tokens, past the run's 40 000 (whose first call fits: the CLI's own 20 000, the
     # prompt and a 10 000-token output cap).
-    result, _ = await review(host, tmp_path, "none", [{"text": "y" * 180_000}],
-                             answer=False, max_run_tokens=40_000)
-    assert result.stop_reason == "truncated", result.detail
+    result, model = await review(host, tmp_path, "none", [{"text": "y" * 180_000}],
+                                 answer=False, max_run_tokens=40_000)
+    # Seen once under load: exit 0 after 2 lines, no result. What the model was asked
+    # says whether the CLI retried past the script.
+    assert result.stop_reason == "truncated", (result.detail, len(model.requests))
     assert result.usage.confidence == "estimated"
     assert result.usage.tokens is not None and result.usage.tokens >= 40_000
 
