@@ -81,9 +81,8 @@ class Watermarks:
 
     def get(self, name: str) -> datetime | None:
         """The watermark stored under ``name`` (``"<stream>:<owner>/<name>"``), or None."""
-        _check_name(name)
         with self._db.read() as tx:
-            return _get(tx, name)
+            return read(tx, name)
 
     def advance(self, name: str, at: datetime) -> datetime:
         """Store the later of the stored and the offered time; return the one in force.
