@@ -24,7 +24,8 @@ import pytest
 
 from service.budget.governor import Governor
 from service.budget.usage import Usage
-from service.config.schema import BudgetConfig, ChecksConfig, PublishConfig
+from service.config.posting import ChecksConfig, PublishConfig
+from service.config.schema import BudgetConfig
 from service.config.secret import Secret
 from service.engine.base import Assessment, Description, Finding
 from service.github.auth import AppJWT
@@ -36,7 +37,7 @@ from service.publish.checks.marks import CheckMarks
 from service.publish.github import GitHubPublisher
 from service.publish.publication import Publication, RunAccount
 from service.publish.run import RecordedRun, record_run
-from service.publish.run_content import Coverage, Omitted
+from service.publish.run_content import AskAnswer, Coverage, Omitted
 from service.storage import queue_lease
 from service.storage.database import Database
 from service.storage.queue import Claim
@@ -214,19 +215,21 @@ class Rig:
                outcome: str = "completed", stop_reason: str = "completed",
                omitted: Sequence[Omitted] = (), head: str = HEAD,
                usage: Usage | None = None, reviewed_since: str | None = None,
-               coverage: Coverage | None = None) -> RecordedRun:
+               coverage: Coverage | None = None,
+               answer: AskAnswer | None = None) -> RecordedRun:
         """Claim ``job`` and record its run as the worker does (settle + record + finish)."""
         return self.complete(self.claim(job), findings=findings, assessment=assessment,
                              description=description, outcome=outcome,
                              stop_reason=stop_reason, omitted=omitted, head=head, usage=usage,
-                             reviewed_since=reviewed_since, coverage=coverage)
+                             reviewed_since=reviewed_since, coverage=coverage, answer=answer)
 
     def complete(self, claim: Claim, *, findings: Sequence[Finding] = (),
                  assessment: Assessment | None = None, description: Description | None = None,
                  outcome: str = "completed", stop_reason: str = "completed",
                  omitted: Sequence[Omitted] = (), head: str = HEAD,
                  usage: Usage | None = None, reviewed_since: str | None = None,
-                 coverage: Coverage | None = None) -> RecordedRun:
+                 coverage: Coverage | None = None,
+                 answer: AskAnswer | None = None) -> RecordedRun:
         """Record the run of an earlier ``claim`` now (settle + record + finish)."""
         if (assessment is None and description is None and claim.job.command == "review"
                 and findings):
@@ -238,7 +241,7 @@ class Rig:
             description=description, omitted=tuple(omitted),
             usage=usage or Usage(tokens=4321, confidence="exact", engine="claude_code",
                                  model="claude-test-1"),
-            recorded_at=self.now(), coverage=coverage)
+            recorded_at=self.now(), coverage=coverage, answer=answer)
         marks = CheckMarks(lambda: self.checks)
         target = marks.target(claim.dedupe_key, claim.job.command, REPO, claim.job.pr_number, head)
         with self.store.transaction() as conn:  # the job starts: its check run in progress

@@ -15,6 +15,7 @@ import pytest
 from service.budget.governor import Governor
 from service.budget.usage import Usage
 from service.config.connections import GitHubConfig
+from service.config.posting import PublishConfig
 from service.config.schema import BudgetConfig, Config, EngineConfig, TriggersConfig
 from service.config.secret import Secret
 from service.engine.base import (
@@ -32,6 +33,7 @@ from service.github.client import GitHubClient
 from service.model.etags import ETagStore
 from service.model.jobs import Job
 from service.publish.acknowledge import GitHubAck
+from service.publish.github import GitHubPublisher
 from service.review.checkout import Checkouts, GitRunner
 from service.review.installations import Installations
 from service.review.job import JobRunner, Tuning
@@ -104,6 +106,9 @@ class FakeEngine:
         return Usage(tokens=self.tokens, confidence="exact", engine=self.name, model=self.model)
 
     def completed(self, request: EngineRequest) -> EngineResult:
+        if request.command == "ask":
+            return EngineResult(usage=self.usage(), stop_reason="completed",
+                                answer="Because `line 1` is read before it is checked.")
         if request.command == "describe":
             return EngineResult(usage=self.usage(), stop_reason="completed",
                                 description=Description("A title", "What it does.",
@@ -153,9 +158,10 @@ class Sim:
         assert self.queue.enqueue(job, now=self.now())
         return job.dedupe_key
 
-    def enqueue_mention(self, pr: PullRequest, *, command: str = "review") -> tuple[str, int]:
+    def enqueue_mention(self, pr: PullRequest, *, command: str = "review",
+                        body: str | None = None) -> tuple[str, int]:
         comment = self.world.add_issue_comment(REPO, pr.number, user="bob",
-                                               body=f"@claude {command}")
+                                               body=body or f"@claude {command}")
         job = Job(kind="mention", repo=REPO, pr_number=pr.number,
                   actor_id=self.world.user("bob").id, comment_id=comment.id,
                   comment_source="issue", command=command)  # type: ignore[arg-type]
@@ -241,6 +247,14 @@ def build_sim(tmp: Path, *, config: BudgetConfig | None = None,
                governor=governor, engine=FakeEngine(), publisher=RecordingPublisher(acker),
                checkouts=Checkouts(tmp / "checkouts", git=git), base_sha=base_sha,
                installation_id=installation.id, alice_id=alice.id)
+
+
+def github_publisher(sim: Sim) -> GitHubPublisher:
+    """The daemon's publisher over the simulated GitHub."""
+    return GitHubPublisher(
+        store=sim.store, github=sim.github,
+        installations=Installations(sim.store, sim.github), clock=sim.world.clock.now,
+        config=PublishConfig, mention="@claude", bot_login=lambda: "pr-reviewer[bot]")
 
 
 async def close_sim(sim: Sim) -> None:

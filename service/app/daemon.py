@@ -235,7 +235,8 @@ async def run(
     try:
         metrics = Metrics()
         try:
-            governor = Governor(store, config.budget, clock=clock, metrics=metrics)
+            governor = Governor(store, config.budget, clock=clock, metrics=metrics,
+                                ask_run_tokens=config.ask.max_run_tokens)
             health = Health(store, breaker_probe=governor.breaker)
         except Exception:
             log.exception("cannot start: building the components failed")

@@ -1,14 +1,15 @@
 """Retention: once a pull request has closed or merged, its review content is purged.
 
 ``runs`` is the only table holding review content (findings, the assessment, the withheld
-paths, a description). When a pull request closes — either ingest path records it in
-``closed_pull_requests`` — and ``retention.delay_hours`` have passed, ``sweep`` empties
+paths, a description, a question and its answer). When a pull request closes — either
+ingest path records it in ``closed_pull_requests`` — and ``retention.delay_hours`` have
+passed, ``sweep`` empties
 that content from every run of the pull request and stamps ``content_purged_at``:
 
 - ``findings`` → ``'[]'`` and ``omitted`` → ``'[]'``;
 - ``assessment`` → NULL;
-- ``description`` → ``'{}'`` where there was one (NULL stays NULL, so a purged description
-  is still told apart from a review);
+- ``description`` and ``answer`` → ``'{}'`` where there was one (NULL stays NULL, so a
+  purged description or answer is still told apart from a review);
 - ``content_purged_at`` → the sweep's ``now``, so a purged run stays distinguishable from
   one that found nothing.
 

@@ -128,7 +128,7 @@ def build_publisher(services: Services, installations: Installations) -> GitHubP
         checks=lambda: services.config.checks,
         repo_config=None if services.repo_configs is None else services.repo_configs.stored,
         review=lambda: services.config.review, summary_comments=True,
-        metrics=services.metrics)
+        metrics=services.metrics, ask=lambda: services.config.ask)
 
 
 async def maintain(services: Services, publisher: GitHubPublisher) -> None:

@@ -194,12 +194,13 @@ def _runs(view: StatusView, web_url: str) -> str:
         stop = "running" if r.stop_reason is None else r.stop_reason
         cost = "" if r.cost_usd is None else f"${r.cost_usd:,.4f}"
         rows.append([_when(r.started_at, view.now), _pr(r.repo, r.pr_number, web_url),
-                     escape(stop), _num(r.tokens) + ("" if r.confidence in (None, "exact")
-                                                     else f" ({escape(str(r.confidence))})"),
+                     escape(r.kind), escape(stop),
+                     _num(r.tokens) + ("" if r.confidence in (None, "exact")
+                                       else f" ({escape(str(r.confidence))})"),
                      escape(cost), escape(r.publication or "-")])
     return "\n".join(['<section id="runs"><h2>Last runs</h2>',
-                      _table(("Started", "Pull request", "Stop reason", "Tokens", "Cost",
-                              "Published"), rows, "no run yet"), "</section>"])
+                      _table(("Started", "Pull request", "Kind", "Stop reason", "Tokens",
+                              "Cost", "Published"), rows, "no run yet"), "</section>"])
 
 
 def _polls(view: StatusView) -> str:

@@ -7,7 +7,7 @@ says the same from any replica. The pure rendering is ``service.app.status_page`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Final
 
@@ -54,6 +54,9 @@ class Run:
     started_at: datetime
     settled_at: datetime | None
     publication: str | None     # runs' publication state, when a run was recorded
+    #: What it was: ``pr_opened`` (automatic), or what a comment asked for (``review``,
+    #: ``describe``, ``ask``); ``-`` when its queue row is gone.
+    kind: str = "-"
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,7 @@ def read_status(store: Database, governor: Governor, health: Health,
         claimed = queue_table.listing(tx, statuses=[queue_table.CLAIMED], limit=WAITING_SHOWN)
         recent = ledger.recent(tx, RUNS_SHOWN)
         states = {r["dedupe_key"]: runs.state(tx, r["dedupe_key"], now) for r in recent}
+        kinds = {r["dedupe_key"]: _kind(queue_table.row(tx, r["dedupe_key"])) for r in recent}
         polls = repository_polls.latest(tx)
         log_cursor = watermarks.read(tx, CURSOR)
         awaited = len(redeliveries.pending(tx))
@@ -96,8 +100,15 @@ def read_status(store: Database, governor: Governor, health: Health,
     return StatusView(
         now=now, health=health.report(now), budget=governor.snapshot(now), queue=counts,
         waiting=waiting, claimed=tuple(claimed),
-        runs=tuple(_run(r, states.get(r["dedupe_key"])) for r in recent), polls=tuple(polls),
+        runs=tuple(replace(_run(r, states.get(r["dedupe_key"])), kind=kinds[r["dedupe_key"]])
+                   for r in recent), polls=tuple(polls),
         log_read_up_to=log_cursor, redeliveries_awaited=awaited)
+
+
+def _kind(row: queue_table.QueueRow | None) -> str:
+    if row is None:
+        return "-"
+    return row.command if row.kind == "mention" else row.kind
 
 
 def _run(row: dict[str, Any], state: tuple[str, str] | None) -> Run:

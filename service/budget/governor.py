@@ -4,7 +4,8 @@ A claim that can spend goes through ``Governor.admit``, called by ``queue_lease.
 inside the claim's own ``BEGIN IMMEDIATE``. It reads everything that decides (the shared
 policy, the breaker, the windows at their calibrated limits, the dollar window) in that
 transaction, picks the rung, and either refuses (the row stays pending, no attempt spent)
-or writes a ledger reservation of ``max_run_tokens`` that commits with the lease. An
+or writes a ledger reservation of ``max_run_tokens`` (an answer's smaller share for a
+question) that commits with the lease. An
 unsettled reservation counts in full until it ages out of its windows: that fallback is
 the whole concurrency guarantee, and why a crashed run is never granted an amnesty.
 """
@@ -18,7 +19,7 @@ from typing import Final
 
 from service.budget.breaker import BreakerState, read_breaker, record_trip, reset_breaker
 from service.budget.dollars import MONTHLY
-from service.budget.ladder import EXHAUSTED_PCT, MENTION_ONLY_PCT, Gauge, Mode, first_at, mode_for
+from service.budget.ladder import EXHAUSTED_PCT, MENTION_ONLY_PCT, Mode, first_at, mode_for
 from service.budget.limits import over_cap, pacer_frees_at, repository_frees_at
 from service.budget.policy import (
     DisagreementLog,
@@ -30,7 +31,7 @@ from service.budget.policy import (
 from service.budget.refusal import AdmissionCounter, Refusal, RefusalReason
 from service.budget.snapshot import Snapshot, read_snapshot
 from service.budget.usage import Usage, settlement_of
-from service.budget.view import View, read_view
+from service.budget.view import View, read_view, refusal_at
 from service.budget.windows import ActorCharge, tightest
 from service.config.schema import BudgetConfig
 from service.storage import ledger, ledger_windows
@@ -67,8 +68,12 @@ class Governor:
     def __init__(self, store: Database, config: BudgetConfig, *,
                  authority: str | None = None,
                  clock: Callable[[], datetime] = _system_clock,
-                 publish: bool = True, metrics: AdmissionCounter | None = None) -> None:
+                 publish: bool = True, metrics: AdmissionCounter | None = None,
+                 ask_run_tokens: int | None = None) -> None:
         self._store = store
+        # What one answer to a question reserves (``ask.max_run_tokens``), never more
+        # than a run: None reserves a whole run for it too.
+        self.ask_run_tokens = ask_run_tokens
         self._metrics = metrics
         self._config = config
         self.authority = authority or default_authority()
@@ -199,16 +204,16 @@ class Governor:
         gauges = view.gauges
         mode = mode_for(gauges)
         if mode is Mode.EXHAUSTED:
-            return self._at(claim, "exhausted", mode, first_at(gauges, EXHAUSTED_PCT),
-                            view=view, now=now), True
+            return refusal_at(claim.dedupe_key, "exhausted", mode,
+                              first_at(gauges, EXHAUSTED_PCT), view=view, now=now), True
         worst = tightest(view.windows)
         if worst.remaining < config.max_run_tokens:
             return refused("insufficient", mode, worst.name, worst.frees_at), True
         if view.dollars is not None and not view.dollars.fits_a_run():
             return refused("monthly_usd", mode, MONTHLY, view.dollars.frees_at), True
         if mode is Mode.MENTION_ONLY and claim.job.kind == "pr_opened":
-            return self._at(claim, "mention_only", mode, first_at(gauges, MENTION_ONLY_PCT),
-                            view=view, now=now), False
+            return refusal_at(claim.dedupe_key, "mention_only", mode,
+                              first_at(gauges, MENTION_ONLY_PCT), view=view, now=now), False
         paced = pacer_frees_at(conn, claim, now, config)
         if paced is not None:
             return refused("pacer", mode, None, paced), False
@@ -247,10 +252,16 @@ class Governor:
                                "owner": claim.lease.owner})
         ledger.reserve(conn, ledger.Reservation(
             dedupe_key=claim.dedupe_key, owner=claim.lease.owner, actor_id=claim.job.actor_id,
-            mode=mode.value, tokens=config.max_run_tokens, repo=claim.job.repo,
+            mode=mode.value, tokens=self.reservation_for(claim, config), repo=claim.job.repo,
             pr_number=claim.job.pr_number), now)
         self._memo = None
         self.refusals.pop(claim.dedupe_key, None)
+
+    def reservation_for(self, claim: Claim, config: BudgetConfig) -> int:
+        """The tokens ``claim`` reserves: ``max_run_tokens``, or an answer's smaller share."""
+        if claim.job.command == "ask" and self.ask_run_tokens is not None:
+            return min(self.ask_run_tokens, config.max_run_tokens)
+        return config.max_run_tokens
 
     def _share(self, conn: Transaction, key: tuple[object, ...], who: tuple[str, int],
                now: datetime, view: View) -> ActorCharge | None:
@@ -265,21 +276,6 @@ class Governor:
             memo[1][who] = over_cap(conn, now, who[1], view.windows, view.config,
                                     installation=who[0] == "installation")
         return memo[1][who]
-
-    @staticmethod
-    def _at(claim: Claim, reason: RefusalReason, mode: Mode, gauge: Gauge | None, *,
-            view: View, now: datetime) -> Refusal:
-        """A refusal at the rung ``gauge`` put the ladder on, naming that gauge's window."""
-        window: str | None = None
-        frees_at: datetime | None = None
-        if gauge is not None and gauge.name == MONTHLY and view.dollars is not None:
-            reason = "monthly_usd" if reason == "exhausted" else reason
-            window, frees_at = MONTHLY, view.dollars.frees_at
-        elif gauge is not None:
-            found = next(w for w in view.windows if w.name == gauge.name)
-            window, frees_at = found.name, found.frees_at
-        return Refusal(dedupe_key=claim.dedupe_key, reason=reason, mode=mode, window=window,
-                       frees_at=frees_at, at=now)
 
     def _note(self, claim: Claim, refusal: Refusal) -> None:
         """Remember ``refusal`` for the notice, and log it when its reason is new."""

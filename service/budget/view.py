@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from service.budget.breaker import BreakerState, read_breaker
-from service.budget.dollars import DollarWindow, measure_dollars
-from service.budget.ladder import Gauge
+from service.budget.dollars import MONTHLY, DollarWindow, measure_dollars
+from service.budget.ladder import Gauge, Mode
 from service.budget.policy import Policy, read_policy
+from service.budget.refusal import Refusal, RefusalReason
 from service.budget.windows import WindowState, measure
 from service.config.schema import BudgetConfig
 from service.storage.database import Transaction
@@ -47,3 +48,18 @@ def read_view(conn: Transaction, now: datetime, local: BudgetConfig, *,
         windows=measure(conn, now, config, pct),
         dollars=measure_dollars(conn, now, config) if dollars else None,
     )
+
+
+def refusal_at(dedupe_key: str, reason: RefusalReason, mode: Mode, gauge: Gauge | None, *,
+               view: View, now: datetime) -> Refusal:
+    """A refusal at the rung ``gauge`` put the ladder on, naming that gauge's window."""
+    window: str | None = None
+    frees_at: datetime | None = None
+    if gauge is not None and gauge.name == MONTHLY and view.dollars is not None:
+        reason = "monthly_usd" if reason == "exhausted" else reason
+        window, frees_at = MONTHLY, view.dollars.frees_at
+    elif gauge is not None:
+        found = next(w for w in view.windows if w.name == gauge.name)
+        window, frees_at = found.name, found.frees_at
+    return Refusal(dedupe_key=dedupe_key, reason=reason, mode=mode, window=window,
+                   frees_at=frees_at, at=now)

@@ -181,8 +181,10 @@ def runs_list(store: Database, *, repo: str | None, failed: bool, limit: int,
     if not rows:
         print("no runs given up on" if failed else "no runs", file=out)
         return 0
-    _table([("OUTCOME", "PUBLISHED", "PULL REQUEST", "HEAD", "RECORDED", "ATTEMPTS", "KEY")]
-           + [(str(r["outcome"]), _publication(r), f"{r['repo']}#{r['pr_number']}",
+    _table([("KIND", "OUTCOME", "PUBLISHED", "PULL REQUEST", "HEAD", "RECORDED", "ATTEMPTS",
+             "KEY")]
+           + [(str(r["kind"] or "-"), str(r["outcome"]), _publication(r),
+               f"{r['repo']}#{r['pr_number']}",
                str(r["head_sha"])[:10], _iso(r["recorded_at"]), str(r["publish_attempts"]),
                str(r["dedupe_key"])) for r in rows], out)
     return 0

@@ -1,7 +1,8 @@
 """The config's schema: one frozen dataclass per section, each key declared on its field.
 
 The sections that connect the App to the world (``github``, ``server``, ``store``) are
-declared in connections.py; the rest, and the ``Config`` that holds them all, here.
+declared in connections.py, those of what it posts (``publish``, ``checks``, ``ask``) in
+posting.py; the rest, and the ``Config`` that holds them all, here.
 
 A declaration (``service.config.declare.key``) carries the key's kind, default, bounds
 and the one-line doc that docs/CONFIG.md's key tables are rendered from. Sections are
@@ -16,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Final, Literal, get_args
 
 from service.config.checks import (
-    check_name_problem,
     engine_api_url_problem,
     env_name_problem,
     github_credentials,
@@ -24,6 +24,7 @@ from service.config.checks import (
 )
 from service.config.connections import REPOSITORY_NAME, GitHubConfig, ServerConfig, StoreConfig
 from service.config.declare import Section, key, section
+from service.config.posting import AskConfig, ChecksConfig, PublishConfig
 from service.config.repository.keys import KEYS as REPO_KEYS
 from service.model.severity import SEVERITIES
 
@@ -68,7 +69,8 @@ class PollerConfig:
 @dataclass(frozen=True, kw_only=True)
 class TriggersConfig:
     mention: str = key("str",
-        "The word that addresses the agent in a comment (`@claude review`, `@claude describe`). "
+        "The word that addresses the agent in a comment (`@claude review`, `@claude describe`, "
+        "`@claude ask`). "
         "One word starting with `@`, no spaces.",
         '@claude', check=mention_problem)
     auto_review: bool = key("bool",
@@ -221,41 +223,6 @@ class ReviewConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class PublishConfig:
-    dry_run: bool = key("bool",
-        "Do everything except post to GitHub (runs are recorded as `dry_run`; no 👀, no "
-        "notices). Reloadable with SIGHUP.",
-        False)
-    describe_updates_body: bool = key("bool",
-        "`@claude describe` writes the description into the pull request's body, between marked "
-        "lines that keep the author's own text, instead of posting it as a comment.",
-        False)
-    summary_comment: bool = key("bool",
-        "Keep one summary comment of the App's on each reviewed pull request, edited in "
-        "place after every review: the latest overview, the open findings by severity, "
-        "what became of each head, the cost so far.",
-        True)
-
-
-@dataclass(frozen=True, kw_only=True)
-class ChecksConfig:
-    """Each trigger's check run on the head it reviews (docs/PUBLISHER.md)."""
-
-    enabled: bool = key("bool",
-        "Show every trigger as a check run on its head: `queued`, `in_progress`, then "
-        "`completed` with what happened. Needs the App's `checks: write` permission.",
-        True)
-    name: str = key("str",
-        "The check run's name (`@claude describe` adds ` (describe)`): what a branch "
-        "protection rule requires.",
-        "pr-review-agent", check=check_name_problem)
-    fail_on: str | None = key("str?",
-        "A severity (`critical`, `major`, `minor`, `nit`): a review with a finding at or above "
-        "it concludes `failure`, so the check can gate merging. `null`: never.",
-        None, allowed=SEVERITIES)
-
-
-@dataclass(frozen=True, kw_only=True)
 class RepositoryConfigConfig:
     """What a repository's own ``.github/pr-review-agent.yml`` may change
     (docs/REPOSITORY-CONFIG.md)."""
@@ -372,6 +339,7 @@ class Config:
     checks: ChecksConfig = field(default_factory=ChecksConfig)
     repository_config: RepositoryConfigConfig = field(default_factory=RepositoryConfigConfig)
     retention: RetentionConfig = field(default_factory=RetentionConfig)
+    ask: AskConfig = field(default_factory=AskConfig)
 
 
 #: Every section, in the order they are read and documented.
@@ -390,6 +358,7 @@ SECTIONS: Final[tuple[Section, ...]] = (
     section("review", ReviewConfig),
     section("publish", PublishConfig),
     section("checks", ChecksConfig),
+    section("ask", AskConfig),
     section("repository_config", RepositoryConfigConfig),
     section("retention", RetentionConfig),
     section("budget", BudgetConfig, required=True, title="(required section)",

@@ -261,7 +261,8 @@ def _body(model: str, request: EngineRequest) -> dict[str, Any]:
 
 
 def _tool(request: EngineRequest) -> dict[str, Any]:
-    name = "submit_review" if request.command == "review" else "submit_description"
+    name = {"review": "submit_review", "describe": "submit_description",
+            "ask": "submit_answer"}[request.command]
     return {"name": name,
             "description": "Submit the final answer. Call this exactly once.",
             "input_schema": schema_for(request.command, request.mode)}

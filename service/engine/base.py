@@ -23,7 +23,8 @@ from service.budget.usage import STOP_REASONS, Usage
 from service.engine.windows import Window
 from service.model.severity import SEVERITIES, Severity
 
-Command = Literal["review", "describe"]
+Command = Literal["review", "describe", "ask"]
+COMMANDS: Final = get_args(Command)
 ReviewMode = Literal["full", "reduced"]  # reduced = correctness and security only
 Side = Literal["RIGHT", "LEFT"]
 Category = Literal[
@@ -44,6 +45,9 @@ TITLE_MAX_CHARS: Final = 200
 BODY_MAX_CHARS: Final = 8000
 #: The longest replacement code a finding may propose; a longer one is not offered.
 SUGGESTION_MAX_CHARS: Final = 5000
+#: The longest answer to a question the schema allows; the publisher cuts it further, to
+#: ``ask.max_answer_chars``.
+ANSWER_MAX_CHARS: Final = 60_000
 
 
 def _require(condition: bool, message: str) -> None:
@@ -138,6 +142,28 @@ class EarlierFinding:
 
 
 @dataclass(frozen=True)
+class Question:
+    """What ``ask`` is asked, and about what. Everything here is untrusted (people wrote
+    it, or the model did earlier); the prompt fences and cleans it like the title.
+
+    ``thread`` is the review thread so far (``(login, body)``, oldest first, the App's
+    finding first) when the question was asked in one; ``lines`` the code it points at
+    (``path:line`` and the diff hunk GitHub shows above it); ``findings`` the review's open
+    findings on the pull request, one line each; ``max_chars`` how long the answer may be.
+    """
+
+    text: str
+    asker: str
+    max_chars: int
+    thread: tuple[tuple[str, str], ...] = ()
+    lines: str | None = None
+    findings: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _require(_positive(self.max_chars), "question max_chars must be a positive integer")
+
+
+@dataclass(frozen=True)
 class EngineRequest:
     """One run's input. ``title``/``body`` are untrusted (the prompt fences and cleans
     them); ``guidelines`` must come from the BASE branch, never the head.
@@ -182,10 +208,14 @@ class EngineRequest:
     #: Set when the pull request is reviewed in several calls (``review.packing``): which
     #: part this is, e.g. "part 2 of 3", for the prompt to say so.
     part: str | None = None
+    #: The question, for ``ask`` (and only then).
+    question: Question | None = None
 
     def __post_init__(self) -> None:
-        _require(self.command in ("review", "describe"),
-                 f"command must be 'review' or 'describe', got {self.command!r}")
+        _require(self.command in COMMANDS,
+                 f"command must be one of {COMMANDS}, got {self.command!r}")
+        _require((self.command == "ask") == (self.question is not None),
+                 "an ask carries its question, and only an ask does")
         _require(self.mode in ("full", "reduced"),
                  f"mode must be 'full' or 'reduced', got {self.mode!r}")
         _require(_positive(self.max_turns), "max_turns must be a positive integer")
@@ -200,8 +230,9 @@ class EngineResult:
     (confidence ``unavailable``) keeps the whole reservation charged.
 
     ``findings``/``assessment`` are set for a completed ``review``, ``description`` for a
-    completed ``describe``; a non-completed run may still carry what it got. ``detail``
-    is a short human reason (never a secret, never the model's raw output).
+    completed ``describe``, ``answer`` (Markdown) for a completed ``ask``; a non-completed
+    run may still carry what it got. ``detail`` is a short human reason (never a secret,
+    never the model's raw output).
     ``usage_limit_resets_at`` is set only with ``stop_reason == 'usage_limit'`` and only
     when the engine said when the limit resets.
     """
@@ -211,6 +242,7 @@ class EngineResult:
     findings: tuple[Finding, ...] = ()
     assessment: Assessment | None = None
     description: Description | None = None
+    answer: str | None = None
     #: Refs (``E1``...) of the request's earlier findings the engine says no longer hold.
     fixed: tuple[str, ...] = ()
     cost_usd: float | None = None
@@ -261,7 +293,8 @@ class Engine(Protocol):
     name: str
 
     async def run(self, request: EngineRequest) -> EngineResult:
-        """Review or describe the change in ``request``; always return a result."""
+        """Review, describe or answer a question about the change in ``request``; always
+        return a result."""
         ...
 
     async def sizing(self, reservation: int) -> Sizing:

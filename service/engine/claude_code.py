@@ -379,6 +379,7 @@ class ClaudeCodeEngine:
             findings=answer.findings if answer else (),
             assessment=answer.assessment if answer else None,
             description=answer.description if answer else None,
+            answer=answer.answer if answer else None,
             fixed=answer.fixed if answer else (), cost_usd=spent.cost,
             usage_limit_resets_at=last.resets_at if stop_reason == "usage_limit" else None,
             detail=detail, session_id=last.session_id, turns=last.turns,

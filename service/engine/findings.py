@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from service.engine.base import (
+    ANSWER_MAX_CHARS,
     BODY_MAX_CHARS,
     CATEGORIES,
     REDUCED_CATEGORIES,
@@ -103,8 +104,23 @@ def describe_schema() -> dict[str, Any]:
     }
 
 
+def ask_schema() -> dict[str, Any]:
+    """The JSON Schema of the answer to a question."""
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["answer"],
+        "properties": {
+            "answer": {"type": "string", "maxLength": ANSWER_MAX_CHARS,
+                       "description": "the answer, in GitHub Markdown"},
+        },
+    }
+
+
 def schema_for(command: Command, mode: ReviewMode) -> dict[str, Any]:
     """The schema the answer to ``command`` must match."""
+    if command == "ask":
+        return ask_schema()
     return review_schema(mode) if command == "review" else describe_schema()
 
 
@@ -115,6 +131,7 @@ class Answer:
     findings: tuple[Finding, ...] = ()
     assessment: Assessment | None = None
     description: Description | None = None
+    answer: str | None = None  # to a question (``ask``)
     fixed: tuple[str, ...] = ()  # refs of earlier findings that no longer hold
     dropped: int = 0  # findings beyond MAX_FINDINGS or outside a reduced review's categories
 
@@ -156,6 +173,9 @@ def parse_answer(command: Command, mode: ReviewMode, value: Any) -> Answer:
         raise InvalidAnswer(f"the answer must be a JSON object, got {_kind(value)}")
     if command == "describe":
         return _parse_description(value)
+    if command == "ask":
+        _only_keys(value, ("answer",), "")
+        return Answer(answer=_text(value, "answer", "", ANSWER_MAX_CHARS))
     return _parse_review(mode, value)
 
 

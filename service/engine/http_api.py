@@ -297,6 +297,7 @@ def finish(spend: RunUsage, stop_reason: str, detail: str,
         findings=answer.findings if answer else (),
         assessment=answer.assessment if answer else None,
         description=answer.description if answer else None,
+        answer=answer.answer if answer else None,
         fixed=answer.fixed if answer else (), detail=detail)
 
 

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 Kind = Literal["pr_opened", "mention"]
-Command = Literal["review", "describe"]
+Command = Literal["review", "describe", "ask"]
+#: Every command a mention can carry.
+COMMANDS: tuple[Command, ...] = ("review", "describe", "ask")
 CommentSource = Literal["issue", "review"]
 
 
@@ -54,8 +56,10 @@ class Job:
                 raise ValueError("a mention job needs comment_id and comment_source together")
         else:
             raise ValueError(f"unknown job kind {self.kind!r}")
-        if self.command not in ("review", "describe"):
+        if self.command not in COMMANDS:
             raise ValueError(f"unknown command {self.command!r}")
+        if self.command == "ask" and self.kind != "mention":
+            raise ValueError("only a comment can ask a question")
 
     @property
     def dedupe_key(self) -> str:

@@ -75,7 +75,8 @@ def short(sha: str) -> str:
     return sha[:12]
 
 
-def _finish(parts: Sequence[str], phrase: str) -> str:
+def finish(parts: Sequence[str], phrase: str) -> str:
+    """``parts`` joined into one body: neutralised, within GitHub's limit."""
     body = neutralise("\n\n".join(p for p in parts if p), phrase)
     return truncate(body, MAX_BODY, SIZE_NOTE)
 
@@ -97,7 +98,8 @@ def account_line(pub: Publication, phrase: str) -> str:
         parts.append(f"engine {code(clean_line(acc.engine, phrase)[:100])}")
     if acc.model:
         parts.append(f"model {code(clean_line(acc.model, phrase)[:100])}")
-    parts.append("reduced review" if acc.reduced else "full review")
+    parts.append("answer" if pub.is_ask else "reduced review" if acc.reduced
+                 else "full review")
     if acc.stop_reason and acc.stop_reason != "completed":
         parts.append(f"stopped: {acc.stop_reason}")
     return "<sub>" + " · ".join(parts) + "</sub>"
@@ -272,7 +274,7 @@ def _review_body(pub: Publication, head: Sequence[str], findings: Sequence[Findi
     tail = [withheld_section(pub, phrase), account_line(pub, phrase)]
     used = sum(github_length(p) + 2 for p in (*fixed, *tail) if p)
     section = findings_section(findings, heading, phrase, max(0, MAX_BODY - used))
-    return _finish([*fixed, section, *tail], phrase)
+    return finish([*fixed, section, *tail], phrase)
 
 
 # -- what is posted ----------------------------------------------------------------------
@@ -313,7 +315,7 @@ def _description_parts(pub: Publication, phrase: str) -> list[str]:
 
 def description_comment(pub: Publication, *, phrase: str) -> str:
     """``@claude describe`` answered as a comment."""
-    return _finish([run_marker(pub.dedupe_key), "### Suggested description",
+    return finish([run_marker(pub.dedupe_key), "### Suggested description",
                     *_description_parts(pub, phrase), account_line(pub, phrase)], phrase)
 
 
@@ -335,7 +337,7 @@ def outdated_comment(pub: Publication, current_head: str, *, phrase: str) -> str
               "posted as a comment, not as a review of the current code. Ask again for the "
               "current head.")
     if pub.is_describe:
-        return _finish([run_marker(pub.dedupe_key), OUTDATED, banner,
+        return finish([run_marker(pub.dedupe_key), OUTDATED, banner,
                         "### Suggested description", *_description_parts(pub, phrase),
                         account_line(pub, phrase)], phrase)
     return _review_body(pub, [OUTDATED, banner], pub.findings, "Findings", phrase,
@@ -355,11 +357,11 @@ def their_request(asker: Asker | None) -> str:
 
 def failure_comment(pub: Publication, asker: Asker | None, *, phrase: str) -> str:
     """A mention whose run produced nothing to post: why, to the person who asked."""
-    what = "description" if pub.is_describe else "review"
+    what = "answer" if pub.is_ask else "description" if pub.is_describe else "review"
     reason = FAILURE_REASONS.get(pub.account.stop_reason or "failed", "the run failed")
     if pub.coverage is not None and pub.coverage.reviewed == 0 and pub.omitted:
         reason = "no changed file was read (" + coverage.breakdown(pub.omitted) + ")"
     text = (f"{address(asker)}I could not finish the {what} for {their_request(asker)} "
             f"of {code(short(pub.head_sha))}: {reason}. Nothing else was posted; asking "
             "again will start a new run.")
-    return _finish([run_marker(pub.dedupe_key), text, account_line(pub, phrase)], phrase)
+    return finish([run_marker(pub.dedupe_key), text, account_line(pub, phrase)], phrase)

@@ -41,8 +41,9 @@ import anyio
 import httpx
 
 from service.budget.governor import Governor
+from service.config.posting import AskConfig, ChecksConfig, PublishConfig
 from service.config.repository.merge import Effective
-from service.config.schema import ChecksConfig, PublishConfig, ReviewConfig
+from service.config.schema import ReviewConfig
 from service.engine.base import Finding
 from service.github.client import GitHubClient
 from service.github.errors import Forbidden, GitHubError, NotFound, Unprocessable
@@ -50,7 +51,7 @@ from service.github.pulls import read_pull
 from service.github.threads import GraphQLFailed, resolve_thread
 from service.github.urls import web_url_for
 from service.observe.metrics.instruments import Metrics
-from service.publish import compose, memory, records
+from service.publish import answers, compose, memory, records
 from service.publish.acknowledge import GitHubAck
 from service.publish.checks import text
 from service.publish.checks.marks import CheckMarks
@@ -90,7 +91,8 @@ class GitHubPublisher:
                  checks: Callable[[], ChecksConfig] = ChecksConfig,
                  repo_config: Callable[[str], Effective] | None = None,
                  review: Callable[[], ReviewConfig] = ReviewConfig,
-                 summary_comments: bool = False, metrics: Metrics | None = None) -> None:
+                 summary_comments: bool = False, metrics: Metrics | None = None,
+                 ask: Callable[[], AskConfig] = AskConfig) -> None:
         if lease < timedelta(seconds=3):
             raise ValueError("the publication lease must be at least three seconds")
         self._store = store
@@ -107,6 +109,7 @@ class GitHubPublisher:
         # its checks.fail_on, and its problems, named on the check run and in a reply.
         self._repo_config = repo_config or (lambda repo: Effective())
         self._review_config = review
+        self._ask = ask
         # The pull request's summary comment, asked for with every recorded outcome and
         # written after the attempt (None: not kept, as in the publisher's own tests).
         self.summaries = None if not summary_comments else Summaries(
@@ -116,7 +119,7 @@ class GitHubPublisher:
         self._acker = GitHubAck(github, installations)
         self._posts = Posts(store=store, github=github, record=self._record, config=config,
                             mention=mention, bot_login=bot_login,
-                            repo_config=self._repo_config)
+                            repo_config=self._repo_config, ask=ask)
         self.notices = Notices(store=store, github=github, installations=installations,
                                config=config, mention=mention, bot_login=bot_login)
 
@@ -266,6 +269,8 @@ class GitHubPublisher:
             return existing
         if pub.outcome == "failed":
             return await self._posts.refused(installation, pub, extra)
+        if pub.is_ask:
+            return await self._posts.answer(installation, pub, pull, extra)
         if pull.head_sha != pub.head_sha:
             return await self._posts.superseded(installation, pub, pull, extra)
         if pub.is_describe:
@@ -274,7 +279,10 @@ class GitHubPublisher:
 
     def _preview(self, pub: Publication) -> None:
         """Compose what would be posted (a dry run still proves it can be composed)."""
-        if pub.is_describe:
+        if pub.is_ask and pub.answer is not None and pub.answer.text is not None:
+            body = answers.answer_comment(pub, pub.head_sha, phrase=self._phrase, asker=None,
+                                          max_chars=self._ask().max_answer_chars)
+        elif pub.is_describe:
             body = compose.description_comment(pub, phrase=self._phrase)
         else:
             body = compose.review(pub, (), pub.findings, phrase=self._phrase).body
@@ -289,7 +297,7 @@ class GitHubPublisher:
         now = self._clock()
         ids = tuple(posted)
         shown = (memory.posted(pub, inline, ids)
-                 if outcome == "published" and not pub.is_describe else ())
+                 if outcome == "published" and not (pub.is_describe or pub.is_ask) else ())
         repository = await anyio.to_thread.run_sync(self._repo_config, pub.repo)
         summarise = (self.summaries is not None and self.summaries.wanted()
                      and outcome != "dry_run")

@@ -26,7 +26,7 @@ class Found:
     """An earlier post of the App's that carries a marker."""
 
     id: int
-    where: str   # "review" or "comment"
+    where: str   # "review", "comment" or "reply" (in a review thread)
     body: str
 
 
@@ -37,9 +37,10 @@ async def _all(github: GitHubClient, installation: int, path: str) -> list[Mappi
 
 async def find_post(github: GitHubClient, installation: int, repo: str, pr_number: int,
                     marker: str, *, bot_login: str | None, reviews: bool = True,
-                    comments: bool = True) -> Found | None:
+                    comments: bool = True, review_comments: bool = False) -> Found | None:
     """The App's review or conversation comment on the pull request that carries
-    ``marker`` (every page is read), or None.
+    ``marker`` (every page is read), or None; with ``review_comments``, its replies in
+    review threads too (where an answer to a question asked in a thread goes).
 
     A PENDING review of the App's (only its author can see one) is deleted on the way:
     nothing the publisher does leaves one, and GitHub refuses a new review while it
@@ -61,6 +62,11 @@ async def find_post(github: GitHubClient, installation: int, repo: str, pr_numbe
         found = find_marked(listed, marker, bot_login)
         if found is not None:
             return Found(id=int(found["id"]), where="comment", body=str(found.get("body")))
+    if review_comments:
+        listed = await _all(github, installation, f"/repos/{repo}/pulls/{pr_number}/comments")
+        found = find_marked(listed, marker, bot_login)
+        if found is not None:
+            return Found(id=int(found["id"]), where="reply", body=str(found.get("body")))
     return None
 
 

@@ -39,7 +39,7 @@ import httpx
 from service.budget.governor import Governor
 from service.budget.refusal import Refusal
 from service.budget.snapshot import Snapshot
-from service.config.schema import PublishConfig
+from service.config.posting import PublishConfig
 from service.github.client import GitHubClient
 from service.github.errors import Forbidden, GitHubError, NotFound, Unprocessable
 from service.intake.rules.mention import neutralise
@@ -105,10 +105,15 @@ def _why(refusal: Refusal) -> str:
     }.get(refusal.reason, "the token budget does not allow another run yet")
 
 
+def _what(command: str) -> str:
+    """What a request asks for, in words."""
+    return {"describe": "description", "ask": "answer"}.get(command, "review")
+
+
 def refusal_text(key: str, refusal: Refusal, asker: Asker | None, *, command: str,
                  now: datetime, phrase: str) -> str:
     """The notice for a request the budget refused: why, and when it can run."""
-    what = "description" if command == "describe" else "review"
+    what = _what(command)
     if refusal.frees_at is not None and refusal.frees_at > now:
         after = (f"Allowance frees up at {when(refusal.frees_at, now)}; the request stays "
                  "queued and runs then.")
@@ -123,7 +128,7 @@ def refusal_text(key: str, refusal: Refusal, asker: Asker | None, *, command: st
 
 def preflight_text(key: str, asker: Asker | None, command: str, phrase: str) -> str:
     """The notice for a request the worker refused before running it."""
-    what = "description" if command == "describe" else "review"
+    what = _what(command)
     text = (f"{address(asker)}the {what} for {their_request(asker)} was not run: the change "
             "is too large for one run (its estimated cost is above one run's token "
             "reservation, budget.max_run_tokens, or every file is over "
@@ -135,7 +140,7 @@ def preflight_text(key: str, asker: Asker | None, command: str, phrase: str) -> 
 def abandoned_text(key: str, asker: Asker | None, command: str, stop_reason: str | None,
                    phrase: str) -> str:
     """The notice for a request every attempt of which failed."""
-    what = "description" if command == "describe" else "review"
+    what = _what(command)
     last = {"engine_unavailable": "the review engine could not be started",
             "infrastructure": "something outside the review failed (GitHub, git or the "
                               "store)"}.get(stop_reason or "", "it did not finish")

@@ -1,5 +1,5 @@
 """What one publication attempt posts, by kind: found already posted (by its marker), a
-failed run's reply, an outdated result, a description, a review. Each records its outcome
+failed run's reply, an outdated result, a description, an answer, a review. Each records its outcome
 through the publisher's ``Record`` (github.py owns the attempt: its lease, its retries)."""
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ from typing import Literal, Protocol
 
 import anyio
 
+from service.config.posting import AskConfig, PublishConfig
 from service.config.repository.merge import Effective
-from service.config.schema import PublishConfig
 from service.engine.base import Finding
 from service.engine.hunks import split_findings
 from service.github.client import GitHubClient
-from service.github.errors import Unprocessable
+from service.github.errors import NotFound, Unprocessable
 from service.github.pulls import PullRequest
-from service.publish import compose, lookup
+from service.publish import answers, compose, lookup
 from service.publish.markers import OUTDATED, has_marker, run_marker, with_description_block
 from service.publish.publication import Publication
 from service.publish.safety import MAX_BODY, github_length
@@ -60,7 +60,8 @@ class Posts:
     def __init__(self, *, store: Database, github: GitHubClient, record: Record,
                  config: Callable[[], PublishConfig], mention: str,
                  bot_login: Callable[[], str | None],
-                 repo_config: Callable[[str], Effective]) -> None:
+                 repo_config: Callable[[str], Effective],
+                 ask: Callable[[], AskConfig] = AskConfig) -> None:
         self._store = store
         self._github = github
         self._record = record
@@ -68,6 +69,7 @@ class Posts:
         self._phrase = mention
         self._bot_login = bot_login
         self._repo_config = repo_config
+        self._ask = ask
 
     async def existing(self, installation: int, pub: Publication,
                         pull: PullRequest) -> PublishResult | None:
@@ -76,8 +78,10 @@ class Posts:
             await self._record(pub, self._found_outcome(pub, pull.body), published=True,
                                comment_id=None)
             return PublishResult(pub.dedupe_key, "published", existing=True)
-        found = await lookup.find_post(self._github, installation, pub.repo, pub.pr_number,
-                                       marker, bot_login=self._bot_login())
+        found = await lookup.find_post(
+            self._github, installation, pub.repo, pub.pr_number, marker,
+            bot_login=self._bot_login(),
+            review_comments=pub.answer is not None and pub.answer.reply_to is not None)
         if found is None:
             return None
         posted: tuple[int, ...] = (found.id,)
@@ -141,6 +145,25 @@ class Posts:
         log.info("description posted", extra={**extra, "comment_id": comment_id})
         return PublishResult(pub.dedupe_key, "published", comment_id=comment_id)
 
+    async def answer(self, installation: int, pub: Publication, pull: PullRequest,
+                     extra: dict[str, object]) -> PublishResult:
+        """An answer to a question, where it was asked: in its review thread, or in the
+        conversation. Posted even when the head has moved on (it says so): a question
+        is not a verdict on the current code."""
+        answer = pub.answer
+        if answer is None or answer.text is None:  # nothing to say but why
+            return await self.refused(installation, pub, extra)
+        asker = await lookup.fetch_asker(self._github, installation, pub.repo,
+                                         pub.comment_id, pub.comment_source)
+        comment_id = await self._comment(installation, pub, answers.answer_comment(
+            pub, pull.head_sha, phrase=self._phrase, asker=asker,
+            max_chars=self._ask().max_answer_chars))
+        await self._record(pub, "published", published=True, comment_id=comment_id,
+                           posted=(comment_id,))
+        log.info("answer posted", extra={**extra, "comment_id": comment_id,
+                                         "in_thread": answer.reply_to is not None})
+        return PublishResult(pub.dedupe_key, "published", comment_id=comment_id)
+
     async def review(self, installation: int, pub: Publication,
                       extra: dict[str, object], anchors: str | None = None
                       ) -> PublishResult:
@@ -181,6 +204,20 @@ class Posts:
         return PublishResult(pub.dedupe_key, "published", comment_id=review_id)
 
     async def _comment(self, installation: int, pub: Publication, body: str) -> int:
+        """A comment on the pull request; a reply in the question's review thread when it
+        was asked in one (in the conversation when that thread is gone)."""
+        thread = None if pub.answer is None else pub.answer.reply_to
+        if thread is not None:
+            try:
+                data = await self._github.post_json(
+                    installation,
+                    f"/repos/{pub.repo}/pulls/{pub.pr_number}/comments/{thread}/replies",
+                    {"body": body})
+                return id_of(data)
+            except NotFound:
+                log.warning("the question's review thread is gone; answering in the "
+                            "conversation", extra={"dedupe_key": pub.dedupe_key,
+                                                   "repo": pub.repo, "pr": pub.pr_number})
         data = await self._github.post_json(
             installation, f"/repos/{pub.repo}/issues/{pub.pr_number}/comments", {"body": body})
         return id_of(data)

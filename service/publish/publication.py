@@ -16,9 +16,11 @@ from service.budget.ladder import Mode
 from service.engine.base import Assessment, Description, Finding
 from service.publish import coverage
 from service.publish.run_content import (
+    AskAnswer,
     Coverage,
     Fixed,
     Omitted,
+    parse_answer,
     parse_assessment,
     parse_coverage,
     parse_description,
@@ -61,7 +63,7 @@ class Publication:
 
     dedupe_key: str
     kind: str                 # pr_opened | mention
-    command: str              # review | describe
+    command: str              # review | describe | ask
     repo: str
     pr_number: int
     head_sha: str
@@ -82,6 +84,8 @@ class Publication:
     fixed: tuple[Fixed, ...] = ()
     #: What the run read of the pull request; None for a run recorded without it.
     coverage: Coverage | None = None
+    #: An ``ask``'s question and answer; None for a review or a description.
+    answer: AskAnswer | None = None
 
     @property
     def partial(self) -> bool:
@@ -92,6 +96,11 @@ class Publication:
     @property
     def is_mention(self) -> bool:
         return self.kind == "mention"
+
+    @property
+    def is_ask(self) -> bool:
+        """A question's answer: posted where it was asked, never as a review."""
+        return self.command == "ask" or self.answer is not None
 
     @property
     def is_describe(self) -> bool:
@@ -140,4 +149,5 @@ def build(run: Mapping[str, Any], queue: Mapping[str, Any] | None,
         attempts=int(run.get("publish_attempts") or 0),
         fixed=parse_fixed(run.get("fixed")),
         coverage=parse_coverage(run.get("coverage")),
+        answer=parse_answer(run.get("answer")),
     )

@@ -1,4 +1,4 @@
-"""The ``runs`` row: what a paid review or description produced, written before publishing.
+"""The ``runs`` row: what a paid review, description or answer produced, written before publishing.
 
 ``record_run`` runs inside the transaction that also settles the ledger and finishes the
 queue row (see ``job.py``), so a run is recorded exactly when its cost is: a crash
@@ -18,9 +18,11 @@ from typing import Final, Literal
 from service.budget.usage import Usage
 from service.engine.base import Assessment, Description, Finding
 from service.publish.run_content import (
+    AskAnswer,
     Coverage,
     Fixed,
     Omitted,
+    encode_answer,
     encode_assessment,
     encode_coverage,
     encode_description,
@@ -69,6 +71,8 @@ class RecordedRun:
     #: places inline comments on it instead of fetching it again. Not stored; a retry
     #: fetches it.
     anchors: str | None = field(default=None, compare=False, repr=False)
+    #: An ``ask``'s question and answer (None for a review or a description).
+    answer: AskAnswer | None = None
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
@@ -91,4 +95,4 @@ def record_run(conn: Transaction, run: RecordedRun) -> None:
         findings=encode_findings(run.findings), recorded_at=run.recorded_at,
         omitted=encode_omitted(run.omitted), assessment=encode_assessment(run.assessment),
         description=encode_description(run.description), fixed=encode_fixed(run.fixed),
-        coverage=encode_coverage(run.coverage)))
+        coverage=encode_coverage(run.coverage), answer=encode_answer(run.answer)))

@@ -19,6 +19,9 @@ directions so that the two cannot drift apart. Shapes (the columns are TEXT):
   diff to fit; NULL for a run recorded before coverage was kept
 - ``fixed``: ``[{"fingerprint", "thread_id"}]``, the earlier findings the engine said no
   longer hold (their threads to resolve), or NULL
+- ``answer``: ``{"question", "text", "reply_to"}`` for ``ask`` (``text`` null when the run
+  produced no answer; ``reply_to`` the review thread's root comment, null for the
+  conversation), else NULL (``{}`` once purged)
 
 Decoding a malformed value is a ``ValueError`` naming the column.
 """
@@ -34,6 +37,7 @@ from service.engine.base import Assessment, Description, Finding
 
 __all__ = [
     "OMIT_REASONS",
+    "AskAnswer",
     "Coverage",
     "Fixed",
     "OmitReason",
@@ -41,6 +45,7 @@ __all__ = [
     "assessment_json",
     "description_json",
     "dump",
+    "encode_answer",
     "encode_assessment",
     "encode_coverage",
     "encode_description",
@@ -48,6 +53,7 @@ __all__ = [
     "encode_fixed",
     "encode_omitted",
     "finding_json",
+    "parse_answer",
     "parse_assessment",
     "parse_coverage",
     "parse_description",
@@ -158,6 +164,25 @@ def encode_description(description: Description | None) -> str | None:
     return None if description is None else dump(description_json(description))
 
 
+@dataclass(frozen=True)
+class AskAnswer:
+    """What an ``ask`` run leaves to post: the ``question`` as asked, the answer's
+    ``text`` (None: the run produced none) and the review thread it goes in (``reply_to``,
+    the thread's root comment; None: the pull request's conversation)."""
+
+    question: str
+    text: str | None = None
+    reply_to: int | None = None
+
+
+def encode_answer(answer: AskAnswer | None) -> str | None:
+    """``runs.answer`` (NULL for a review or a description)."""
+    if answer is None:
+        return None
+    return dump({"question": answer.question, "text": answer.text,
+                 "reply_to": answer.reply_to})
+
+
 # -- decoding ----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -253,6 +278,20 @@ def parse_description(text: object) -> Description | None:
                            changes=tuple(changes))
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"runs.description: {exc}") from exc
+
+
+def parse_answer(text: object) -> AskAnswer | None:
+    data = _loads(text, "answer")
+    if data is None:
+        return None
+    if not isinstance(data, Mapping):
+        raise ValueError("runs.answer is not a JSON object")
+    question, said, reply_to = data.get("question"), data.get("text"), data.get("reply_to")
+    if not isinstance(question, str) or not (said is None or isinstance(said, str)) or not (
+            reply_to is None or (isinstance(reply_to, int) and not isinstance(reply_to, bool))):
+        raise ValueError("runs.answer: expected question (text), text (text or null) and "
+                         "reply_to (an id or null)")
+    return AskAnswer(question=question, text=said, reply_to=reply_to)
 
 
 def parse_omitted(text: object) -> tuple[Omitted, ...]:

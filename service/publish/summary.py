@@ -24,7 +24,7 @@ from typing import Any, Final
 import anyio
 import httpx
 
-from service.config.schema import PublishConfig
+from service.config.posting import PublishConfig
 from service.github.client import GitHubClient
 from service.github.errors import Forbidden, GitHubError, NotFound, Unprocessable
 from service.publish import lookup

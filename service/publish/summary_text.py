@@ -47,18 +47,19 @@ def what_happened(head: Head) -> str:
         why = head.stop_reason or ""
         return _NOT_RUN.get(why, f"skipped ({why})" if why else "skipped")
     if head.outcome == "failed" or head.publish_outcome == "refused":
-        return f"not reviewed: {head.stop_reason or 'the run failed'}"
+        what = "answered" if head.command == "ask" else "reviewed"
+        return f"not {what}: {head.stop_reason or 'the run failed'}"
     if head.publish_outcome == "superseded":
         return "reviewed, but the head moved on before it was posted"
     if head.publish_outcome is None:
         return "reviewed, being posted"
-    verb = "described" if head.command == "describe" else "reviewed"
+    verb = {"describe": "described", "ask": "answered"}.get(head.command, "reviewed")
     if head.publish_outcome == "dry_run":
         verb += " (dry run, not posted)"
     if head.outcome == "truncated":
         verb += (f" ({head.files[0]:,} of {head.files[1]:,} files)" if head.files is not None
                  else " (partly)")
-    if head.command != "describe":
+    if head.command == "review":
         verb += f", {head.posted} new finding(s)" if head.posted else ", nothing new"
     return verb
 
@@ -86,8 +87,10 @@ def _cost_line(facts: Facts) -> str:
     if not facts.runs:
         return "**Cost so far:** nothing yet." + running
     dollars = "" if facts.cost_usd is None else f" (${facts.cost_usd:.2f} as reported)"
+    answers = sum(1 for h in facts.heads if h.command == "ask" and h.outcome is not None)
+    among = f", {answers} of them answering a question" if answers else ""
     return (f"**Cost so far:** {facts.tokens:,} tokens over {facts.runs} "
-            f"run(s){dollars}.{running}")
+            f"run(s){among}{dollars}.{running}")
 
 
 def render(facts: Facts, *, phrase: str) -> str:

@@ -17,7 +17,7 @@ from service.github.pulls import PullRequest
 from service.model.jobs import Job
 from service.publish.checks import text
 from service.publish.run import RecordedRun
-from service.publish.run_content import Coverage
+from service.publish.run_content import AskAnswer, Coverage
 from service.review.calls import CallPlan
 from service.review.diff import Selection
 from service.review.engine_call import Plan
@@ -77,11 +77,13 @@ class Endings:
         run = RecordedRun(
             claim=claim, head_sha=plan.pull.head_sha, base_sha=plan.pull.base_sha,
             reviewed_since=plan.since, stop_reason="refused",
-            outcome="failed" if claim.job.command == "describe" else "truncated",
+            outcome="failed" if claim.job.command != "review" else "truncated",
             findings=(), assessment=None, description=None,
             omitted=(*selection.omitted, *planned.packing.omitted), usage=NOTHING_SPENT,
             recorded_at=self.clock(), detail="no file fits a call of the model's window",
-            coverage=planned.packing.coverage(len(selection.omitted)))
+            coverage=planned.packing.coverage(len(selection.omitted)),
+            answer=None if plan.asked is None else AskAnswer(
+                question=plan.asked.question.text, reply_to=plan.asked.reply_to))
         if await self.settle.commit(run, reviewed_lines=None,
                                      estimated_tokens=planned.estimate):
             await self.publish(run, plan.extra)

@@ -22,6 +22,7 @@ from service.engine.base import Engine, EngineRequest, EngineResult, ReviewMode,
 from service.github.pulls import PullRequest
 from service.observe.metrics.instruments import Metrics
 from service.publish.run import Outcome
+from service.review.asking import Asked
 from service.review.calls import CallPlan
 from service.review.diff import FileDiff, Selection
 from service.review.guidelines import applying_to, instructions_for
@@ -53,6 +54,8 @@ class Plan:
     calls: CallPlan | None = None
     #: The model's engine that runs them (``routing``); None until chosen.
     engine: Engine | None = None
+    #: The question of an ``ask``, with what it is about; None for a review or description.
+    asked: Asked | None = None
 
 
 def outcome_for(result: EngineResult, *, partial: bool, read: int,
@@ -62,7 +65,8 @@ def outcome_for(result: EngineResult, *, partial: bool, read: int,
     later review starts from it, when a review read nothing because nothing fitted;
     ``failed`` when it produced nothing to post (a description that read nothing is
     answered as a failure, saying why)."""
-    answered = bool(result.findings or result.assessment or result.description)
+    answered = bool(result.findings or result.assessment or result.description
+                    or result.answer)
     if result.stop_reason == "completed":
         return "truncated" if partial else "completed"
     if result.stop_reason == "truncated" and answered:
@@ -105,7 +109,8 @@ def request(claim: Claim, plan: Plan, workdir: Path, mode: ReviewMode, *,
     paths = tuple(f.path for f in files or ())
     directories, rules = plan.directory_guidelines, plan.repository.path_instructions
     return EngineRequest(
-        command="describe" if claim.job.command == "describe" else "review",
+        command=claim.job.command,
+        question=None if plan.asked is None else plan.asked.question,
         workdir=workdir, diff="".join(f.text for f in files or ()),
         changed_paths=paths, part=part,
         title=pull.title, body=pull.body, guidelines=plan.guidelines,

@@ -31,7 +31,7 @@ import anyio
 from service.budget.governor import Governor
 from service.config.repository.merge import Effective
 from service.config.schema import Config
-from service.engine.base import Engine, EngineRequest, EngineResult, unknown_usage
+from service.engine.base import Engine, EngineResult, unknown_usage
 from service.github.client import GitHubClient
 from service.github.pulls import read_pull
 from service.observe.health import Health
@@ -41,13 +41,13 @@ from service.publish.checks import text
 from service.publish.checks.marks import CheckMarks
 from service.publish.ports import Publisher
 from service.publish.run import RecordedRun
-from service.review import calls, engine_call, guidelines, parts, prepare, routing
+from service.publish.run_content import AskAnswer
+from service.review import asking, engine_call, fitting, guidelines, parts, prepare
 from service.review.checkout import BareRepo, Checkouts
-from service.review.diff import FileDiff, read_diff, select
+from service.review.diff import read_diff, select
 from service.review.endings import Endings
 from service.review.engine_call import Plan, outcome_for, priced
 from service.review.prepare import Known
-from service.review.pruning import read_attributes
 from service.review.repository import fingerprinted, for_repository
 from service.review.repository_config import RepositoryConfigs
 from service.review.routing import Route
@@ -193,6 +193,14 @@ class JobRunner:
                                          claim=claim, pull=pull, posted=known.posted,
                                          config=config, extra=extra)
                    if job.command == "review" else NO_THREADS)
+        asked = None if job.command != "ask" else await asking.read_question(
+            self._github, installation, claim, known.posted, config.ask)
+        if job.command == "ask" and asked is None:
+            log.info("the question's comment is gone; nothing to answer", extra=extra)
+            await self._settle.settle_zero(claim, "refused", head_sha=pull.head_sha,
+                                           check=lambda _: text.not_posted())
+            progress.done = True
+            return None
 
         base_sha = pull.base_sha
         bare, pull = await prepare.checkout(self._github, self._checkouts, repo=job.repo,
@@ -208,7 +216,7 @@ class JobRunner:
         # review comments to: the publisher places the findings on it, not on a refetch.
         anchors = ("".join(f.text for f in files)
                    if since is None and pull.base_sha == base_sha else None)
-        if not selection.files:
+        if not selection.files and asked is None:  # a question is answered all the same
             if selection.truncated:
                 log.warning("every file is over review.max_diff_lines; refused", extra=extra)
                 sizes = [o.lines for o in selection.omitted if o.reason == "max_diff_lines"]
@@ -226,51 +234,15 @@ class JobRunner:
                         bare, pull.base_sha, reading.guideline_paths),
                     directory_guidelines=await guidelines.directory_guidelines(
                         bare, pull.base_sha, selection.paths),
-                    extra=extra, repository=reading, threads=threads, anchors=anchors)
-        fitted = await self._fit(claim, plan, bare, known)
+                    extra=extra, repository=reading, threads=threads, anchors=anchors,
+                    asked=asked)
+        fitted = await fitting.fit(claim, plan, bare, known, routes=self._routes,
+                                   settle=self._settle, endings=self._endings,
+                                   mention=config.triggers.mention)
         if fitted is None:
             progress.done = True
             return None
         return fitted, bare
-
-    async def _fit(self, claim: Claim, plan: Plan, bare: BareRepo, known: Known
-                   ) -> Plan | None:
-        """The run's calls, fitted to the window and priced (``calls``). None when the run
-        ended here: its estimate is over its reservation (refused), or no file fits any
-        call (recorded as reading nothing, each file named with why)."""
-        attributes = read_attributes(await bare.show(plan.pull.base_sha, ".gitattributes"))
-
-        def request_for(files: Sequence[FileDiff] | None, part: str | None) -> EngineRequest:
-            return engine_call.request(claim, plan, bare.path, "full", files=files, part=part,
-                                       max_turns=1, wall_clock_seconds=1.0,
-                                       max_run_tokens=plan.reserved)
-
-        route = await routing.choose(self._routes, request_for(plan.selection.files, None),
-                                     plan.reserved)
-        planned = await calls.plan(
-            route.engine, plan.selection.files, request_for, reserved=plan.reserved,
-            attributes=attributes, estimator=known.estimator, lines=plan.selection.lines)
-        extra = {**plan.extra, "estimate": planned.estimate,
-                 "parts": len(planned.packing.parts),
-                 **({"model": route.model} if len(self._routes) > 1 else {})}
-        unread = planned.packing.omitted
-        if planned.estimate > plan.reserved or (
-                not planned.packing.parts and any(o.reason == "max_run_tokens"
-                                                  for o in unread)):
-            log.warning("pre-flight estimate %d tokens exceeds the run's %d; refused",
-                        planned.estimate, plan.reserved,
-                        extra={**extra, "fitted": known.estimator.samples})
-            await self._settle.settle_zero(
-                claim, "refused", head_sha=plan.pull.head_sha, check=partial(
-                    text.refused_estimate, planned.estimate, plan.reserved,
-                    plan.selection.lines, self.config.triggers.mention))
-            return None
-        if not planned.packing.parts:
-            log.warning("no file fits a call of the model's window; nothing read",
-                        extra=extra)
-            await self._endings.nothing_read(claim, plan, planned)
-            return None
-        return replace(plan, calls=planned, engine=route.engine, extra=extra)
 
     async def _review(self, claim: Claim, prepared: tuple[Plan, BareRepo],
                       progress: _Progress) -> None:
@@ -321,7 +293,7 @@ class JobRunner:
             reviewed_since=plan.since,
             outcome=outcome_for(result, read=len(ran.read),
                                 partial=coverage.partial(omitted),
-                                describe=claim.job.command == "describe"),
+                                describe=claim.job.command != "review"),
             stop_reason=result.stop_reason,
             findings=await fingerprinted(bare, pull, result.findings),
             assessment=result.assessment, description=result.description,
@@ -330,9 +302,15 @@ class JobRunner:
             fixed=fixed_threads(plan.threads, result), anchors=plan.anchors,
             coverage=replace(planned.packing.coverage(len(selection.omitted)),
                              reviewed=len(ran.read)),
+            answer=None if plan.asked is None else AskAnswer(
+                question=plan.asked.question.text, text=result.answer,
+                reply_to=plan.asked.reply_to),
         )
-        committed = await self._settle.commit(run, reviewed_lines=selection.lines,
-                                              estimated_tokens=planned.estimate)
+        # An answer is no review: its lines must not teach the estimator what a review
+        # of so many lines costs.
+        committed = await self._settle.commit(
+            run, reviewed_lines=selection.lines if plan.asked is None else None,
+            estimated_tokens=planned.estimate)
         progress.done = True
         if committed:
             log.info("run recorded: %s (%s)", run.outcome, run.stop_reason, extra={

@@ -81,7 +81,7 @@ class Settlement:
         def work() -> None:
             with self._store.transaction() as conn:
                 self._marks.start(conn, target, claim.lease.attempt, now)
-        if self._marks.enabled:
+        if self._marks.applies(claim.job.command):
             await self._store.run(work)
 
     async def renew(self, claim: Claim) -> bool:
@@ -109,8 +109,9 @@ class Settlement:
                                              stop_reason=stop_reason, conn=conn):
                     return False
                 self._finish(conn, claim)
-                self._marks.end(conn, target, check(ledger.charged(conn, claim.dedupe_key)),
-                                now)
+                if self._marks.applies(claim.job.command):
+                    self._marks.end(conn, target, check(ledger.charged(conn, claim.dedupe_key)),
+                                    now)
                 if enqueue is not None:
                     enqueue_job(conn, enqueue, now=now)
                 return True

@@ -254,6 +254,7 @@ SELECT q.dedupe_key, q.kind, q.repo, q.pr_number, q.head_sha, q.command, q.statu
        {_MERGED}, {_CHARGED} FROM queue q
  WHERE (q.status IN ('{PENDING}', '{CLAIMED}')
         OR (q.status IN ('{SUPERSEDED}', '{CANCELLED}') AND q.enqueued_at >= :since))
+   AND q.command <> 'ask'
    AND NOT EXISTS (SELECT 1 FROM checks c WHERE c.dedupe_key = q.dedupe_key)
  ORDER BY q.enqueued_at, q.dedupe_key LIMIT :limit
 """
@@ -279,8 +280,9 @@ SELECT q.dedupe_key, q.status, q.attempts, {_LAST_STOP}, {_MERGED}, {_CHARGED} F
 
 
 def untracked(tx: Transaction, since: datetime, limit: int) -> list[Untracked]:
-    """Queue rows with no check run yet, oldest first: pending or claimed ones, and those
-    enqueued since ``since`` that a newer head or a close ended before any was opened."""
+    """Queue rows with no check run yet (an answer to a question never has one), oldest
+    first: pending or claimed ones, and those enqueued since ``since`` that a newer head
+    or a close ended before any was opened."""
     return [Untracked(str(k), str(kind), str(repo), int(pr), None if h is None else str(h),
                       str(cmd), str(status), bool(merged), int(charged))
             for k, kind, repo, pr, h, cmd, status, merged, charged in tx.execute(

@@ -315,4 +315,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "CREATE TABLE IF NOT EXISTS hook_redeliveries ("
         "guid TEXT PRIMARY KEY, delivery_id INTEGER NOT NULL, requested_at TEXT NOT NULL)",
     ),
+    # 38: the answer to a question (@claude ask): its text, the question it answers and
+    # the thread it goes to (service.publish.run_content); NULL for a review or description.
+    ("ALTER TABLE runs ADD COLUMN answer TEXT",),
 )

@@ -30,12 +30,14 @@ SELECT q.dedupe_key, q.repo, q.pr_number, q.comment_id, q.comment_source, q.comm
 """
 
 # Off the ledger_window index: recent rows settled at zero as refused, of a mention, that
-# recorded no run (a run means the engine ran and the publisher answers it).
+# recorded no run (a run means the engine ran and the publisher answers it). A question is
+# never refused before its run (its refusals are recorded runs the publisher answers);
+# one settled so is one whose comment was deleted, and there is nobody left to tell.
 _PREFLIGHT = """
 SELECT q.dedupe_key, q.repo, q.pr_number, q.comment_id, q.comment_source, q.command
   FROM ledger l JOIN queue q ON q.dedupe_key = l.dedupe_key
  WHERE l.reserved_at >= :since AND l.stop_reason = 'refused' AND l.used_tokens = 0
-   AND q.kind = 'mention'
+   AND q.kind = 'mention' AND q.command <> 'ask'
    AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.dedupe_key = l.dedupe_key)
    AND NOT EXISTS (SELECT 1 FROM notices n WHERE n.dedupe_key = l.dedupe_key)
  ORDER BY l.reserved_at LIMIT :limit

@@ -170,4 +170,6 @@ PG_MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         f"CREATE TABLE hook_redeliveries (guid {_T} PRIMARY KEY, delivery_id BIGINT NOT NULL,"
         f" requested_at {_T} NOT NULL)",
     ),
+    # 12: SQLite's 38, the answer to a question.
+    (f"ALTER TABLE runs ADD COLUMN answer {_T}",),
 )

@@ -207,9 +207,11 @@ def inspect(tx: Transaction, dedupe_key: str) -> dict[str, object] | None:
 
 
 def depth(tx: Transaction) -> list[tuple[str, str, int]]:
-    """How many rows the queue holds, by ``(status, kind)``."""
+    """How many rows the queue holds, by ``(status, kind)``; a question counts as kind
+    ``ask``, not as the mention it also is."""
     return [(str(status), str(kind), int(n)) for status, kind, n in tx.execute(
-        "SELECT status, kind, COUNT(*) FROM queue GROUP BY status, kind ORDER BY 1, 2")]
+        "SELECT status, CASE WHEN command = 'ask' THEN 'ask' ELSE kind END AS k, COUNT(*)"
+        " FROM queue GROUP BY status, k ORDER BY 1, 2")]
 
 
 def listing(tx: Transaction, *, statuses: Sequence[str] = (), repo: str | None = None,

@@ -129,20 +129,20 @@ def _from(event: str) -> str:
 
 _INSERT = """
 INSERT INTO runs (dedupe_key, repo, pr_number, head_sha, outcome, findings, recorded_at,
-                  omitted, assessment, description, fixed, coverage)
+                  omitted, assessment, description, fixed, coverage, answer)
 VALUES (:dedupe_key, :repo, :pr_number, :head_sha, :outcome, :findings, :recorded_at,
-        :omitted, :assessment, :description, :fixed, :coverage)
+        :omitted, :assessment, :description, :fixed, :coverage, :answer)
 """
 
-# The head of the last review that saw everything: a description is not a review, and a
-# truncated or failed one left something unread, so neither can be the start of an
-# incremental round. Two runs of one pull request recorded in the same microsecond (a
+# The head of the last review that saw everything: a description or an answer is not a
+# review, and a truncated or failed one left something unread, so neither can be the start
+# of an incremental round. Two runs of one pull request recorded in the same microsecond (a
 # frozen clock in a test; never two workers, one pull request is leased to one at a time)
 # are told apart by their keys, the same way on every backend.
 _LAST_COMPLETED_HEAD = """
 SELECT head_sha FROM runs
  WHERE repo = :repo AND pr_number = :pr_number AND outcome = 'completed'
-   AND description IS NULL
+   AND description IS NULL AND answer IS NULL
  ORDER BY recorded_at DESC, dedupe_key DESC LIMIT 1
 """
 
@@ -173,6 +173,10 @@ UPDATE runs SET publish_outcome = NULL, published_at = NULL, publish_failed_at =
 _LISTING_COLUMNS: Final = ("dedupe_key", "repo", "pr_number", "head_sha", "outcome",
                            "publish_outcome", "comment_id", "recorded_at", "published_at",
                            "publish_failed_at", "publish_attempts", "content_purged_at")
+# What the run was, for a listing: an automatic review (pr_opened), or what a comment
+# asked for (review, describe, ask), as its queue row says.
+_KIND = ("(SELECT CASE WHEN q.kind = 'mention' THEN q.command ELSE q.kind END FROM queue q"
+         " WHERE q.dedupe_key = runs.dedupe_key)")
 _COUNT_ATTEMPT = "UPDATE runs SET publish_attempts = publish_attempts + 1 WHERE dedupe_key = :key"
 _STORED = "SELECT * FROM runs WHERE dedupe_key = :key"
 # Off the runs_unpublished partial index.
@@ -187,6 +191,7 @@ _PURGE_CLOSED = f"""
 UPDATE runs
    SET findings = '[]', omitted = '[]', assessment = NULL,
        description = CASE WHEN description IS NULL THEN NULL ELSE '{{}}' END,
+       answer = CASE WHEN answer IS NULL THEN NULL ELSE '{{}}' END,
        content_purged_at = :now
  WHERE {_CONTENT_SQL[HELD]}
    AND EXISTS (
@@ -222,6 +227,7 @@ class RunRow:
     description: str | None
     fixed: str | None = None  # JSON: [{"fingerprint", "thread_id"}], the threads to resolve
     coverage: str | None = None  # JSON: {"files", "reviewed", "parts", "pruned"}
+    answer: str | None = None  # JSON: {"text", "question", "reply_to"}, for an ask
 
 
 def insert(tx: Transaction, run: RunRow) -> None:
@@ -233,7 +239,7 @@ def insert(tx: Transaction, run: RunRow) -> None:
         "head_sha": run.head_sha, "outcome": run.outcome, "findings": run.findings,
         "recorded_at": to_db_time(run.recorded_at), "omitted": run.omitted,
         "assessment": run.assessment, "description": run.description, "fixed": run.fixed,
-        "coverage": run.coverage,
+        "coverage": run.coverage, "answer": run.answer,
     })
 
 
@@ -348,8 +354,8 @@ def listing(tx: Transaction, *, repo: str | None = None, failed: bool = False,
         params.append(repo)
     if failed:
         where.append(_STATE_SQL[FAILED])
-    sql = (f"SELECT {', '.join(_LISTING_COLUMNS)} FROM runs"
+    sql = (f"SELECT {', '.join(_LISTING_COLUMNS)}, {_KIND} FROM runs"
            + (" WHERE " + " AND ".join(where) if where else "")
            + " ORDER BY recorded_at DESC, dedupe_key DESC LIMIT ?")
-    return [dict(zip(_LISTING_COLUMNS, row, strict=True))
+    return [dict(zip((*_LISTING_COLUMNS, "kind"), row, strict=True))
             for row in tx.execute(sql, (*params, limit))]

@@ -84,7 +84,7 @@ class Head:
     """One trigger of the pull request and what became of it."""
 
     kind: str                  # pr_opened | mention
-    command: str               # review | describe
+    command: str               # review | describe | ask
     status: str                # the queue row's
     head_sha: str | None
     outcome: str | None        # runs.outcome, when a run was recorded

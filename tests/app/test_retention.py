@@ -17,7 +17,7 @@ from service.config.validate import parse_config
 from service.engine.base import Description
 from service.intake.rules.decisions import Close
 from service.publish.retry import republish_pending
-from service.publish.run_content import Omitted
+from service.publish.run_content import AskAnswer, Omitted
 from tests.publisher_rig import (
     ANCHORED,
     REPO,
@@ -66,9 +66,11 @@ async def test_closing_purges_content_after_the_delay_and_never_touches_the_ledg
                         omitted=(Omitted("a.lock", "excluded", 3, "*.lock"),))
     describe = rig.record(rig.ask(closing, command="describe"),
                           description=Description("T", "S", ("c",)))
+    asked = rig.record(rig.ask(closing, command="ask"),
+                       answer=AskAnswer(question="@claude ask why?", text="Because."))
     kept = rig.record(rig.opened(staying), findings=(UNANCHORED,))
     publisher = rig.publisher()
-    for run in (review, describe, kept):
+    for run in (review, describe, asked, kept):
         await publisher.publish_key(run.dedupe_key)
     rig.advance(hours=1)
     close(rig, closing.number)
@@ -77,7 +79,7 @@ async def test_closing_purges_content_after_the_delay_and_never_touches_the_ledg
     rig.advance(hours=1, minutes=59)
     assert sweep(rig.store, rig.now(), timedelta(hours=2)) == 0  # the delay has not passed
     rig.advance(minutes=1)
-    assert sweep(rig.store, rig.now(), timedelta(hours=2)) == 2
+    assert sweep(rig.store, rig.now(), timedelta(hours=2)) == 3
 
     purged = rig.run_row(review.dedupe_key)
     assert (purged["findings"], purged["omitted"], purged["assessment"]) == ("[]", "[]", None)
@@ -85,6 +87,9 @@ async def test_closing_purges_content_after_the_delay_and_never_touches_the_ledg
     assert purged["publish_outcome"] == "published" and purged["comment_id"] is not None
     described = rig.run_row(describe.dedupe_key)
     assert described["description"] == "{}" and described["content_purged_at"] is not None
+    answered = rig.run_row(asked.dedupe_key)
+    assert answered["answer"] == "{}" and answered["description"] is None
+    assert purged["answer"] is None
     untouched = rig.run_row(kept.dedupe_key)
     assert untouched["content_purged_at"] is None and "helper is long" in untouched["findings"]
     closed = rig.row("closed_pull_requests", "pr_number = ?", closing.number)

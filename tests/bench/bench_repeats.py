@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from service.budget.usage import Usage
-from service.config.schema import PublishConfig
+from service.config.posting import PublishConfig
 from service.engine.base import Assessment, EngineRequest, EngineResult, Finding
 from service.publish.github import GitHubPublisher
 from service.review.installations import Installations

@@ -146,6 +146,24 @@ def _record(store: Database, key: str, *, failed: bool = False, dry_run: bool = 
             runs.conclude(tx, key, outcome="dry_run", published_at=NOW, comment_id=None)
 
 
+def test_runs_list_names_each_runs_kind(config: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    with store_of(config) as store:
+        queue = QueueDriver(store)
+        for job in (opened(1), mention(1, 5, command="ask"), mention(1, 6)):
+            queue.enqueue(job, now=NOW)
+            _record(store, job.dedupe_key)
+        _record(store, "mention:o/r:1:7")  # its queue row is gone
+    code, out, _ = run_cli(capsys, "runs", "list", "--json", "--config", str(config))
+    assert code == 0
+    assert {r["dedupe_key"]: r["kind"] for r in json.loads(out)} == {
+        opened(1).dedupe_key: "pr_opened", "mention:o/r:1:5": "ask",
+        "mention:o/r:1:6": "review", "mention:o/r:1:7": None}
+    code, out, _ = run_cli(capsys, "runs", "list", "--config", str(config))
+    assert out.splitlines()[0].split()[0] == "KIND"
+    assert [line.split()[0] for line in out.splitlines()[1:]].count("ask") == 1
+
+
 def test_a_failed_post_and_a_dry_run_are_published_again_with_one_command(
         config: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with store_of(config) as store:

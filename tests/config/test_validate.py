@@ -12,6 +12,7 @@ import yaml
 
 from service.config.connections import GitHubConfig, ServerConfig
 from service.config.errors import ConfigError
+from service.config.posting import PublishConfig
 from service.config.schema import (
     ASSOCIATIONS,
     ENGINE_KINDS,
@@ -19,7 +20,6 @@ from service.config.schema import (
     Config,
     EngineConfig,
     PollerConfig,
-    PublishConfig,
     RetentionConfig,
     ReviewConfig,
     TriggersConfig,
@@ -578,7 +578,7 @@ def test_every_problem_is_reported_together(secrets_dir: Path) -> None:
         'engine.kind: must be one of claude_code, anthropic, openai_compatible, got "gpt"',
         "budget.weekly_tokens: required (your estimate of the plan's rolling weekly limit)",
         "budget.weekly_token: unknown key (did you mean weekly_tokens?)",
-        "extra: unknown key (valid keys: budget, checks, engine, github, poller, publish, "
+        "extra: unknown key (valid keys: ask, budget, checks, engine, github, poller, publish, "
         "repository_config, "
         "retention, review, server, store, triggers, workers)",
     ]

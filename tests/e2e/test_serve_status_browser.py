@@ -83,8 +83,8 @@ def test_the_status_page_shows_what_budget_says_on_a_phone(e2e: E2E, tmp_path: P
         assert shown["windows"][window["name"]] == {
             "spent": window["spent"], "reserved": window["reserved"], "limit": window["limit"]}
     assert shown["rung"] == budget["mode"]
-    assert shown["runs"][0][1] == f"{REPO}#{PR}" and shown["runs"][0][2] == "completed"
-    assert shown["runs"][0][5] == "published"
+    assert shown["runs"][0][1] == f"{REPO}#{PR}" and shown["runs"][0][2] == "pr_opened"
+    assert shown["runs"][0][3] == "completed" and shown["runs"][0][6] == "published"
     assert shown["done"] == 1
     assert (shots / "status.png").stat().st_size > 10_000
 

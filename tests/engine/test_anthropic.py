@@ -17,8 +17,10 @@ from service.config.schema import EngineConfig
 from service.engine.anthropic import AnthropicEngine
 from service.engine.base import EngineRequest
 from service.engine.factory import build_engine
-from service.engine.findings import review_schema
+from service.engine.findings import ask_schema, review_schema
 from service.engine.sizing import with_margin
+from tests.engine.questions import ANSWER as ASKED
+from tests.engine.questions import ask
 
 KEY = "sk-ant-api03-" + "k" * 40
 NOW = datetime(2026, 3, 25, 12, 0, tzinfo=UTC)
@@ -391,3 +393,18 @@ async def test_a_call_asks_only_the_answer_the_window_leaves(tmp_path: Path) -> 
     result = await run(tmp_path, server, context_tokens=prompt_price + 2_000)
     assert result.stop_reason == "completed", result.detail
     assert server.body(0)["max_tokens"] == 2_000
+
+
+@pytest.mark.anyio
+async def test_the_messages_api_answers_through_its_own_tool(tmp_path: Path) -> None:
+    body = message(ASKED)
+    body["content"][0]["name"] = "submit_answer"
+    server = Server(httpx.Response(200, json=body))
+    result = await run(tmp_path, server,
+                                 req=ask(tmp_path, request(tmp_path)))
+    assert result.stop_reason == "completed", result.detail
+    assert result.answer == ASKED["answer"]
+    sent = server.body(0)
+    assert sent["tool_choice"]["name"] == "submit_answer"
+    assert sent["tools"][0]["input_schema"] == ask_schema()
+    assert "<question>" in sent["messages"][0]["content"]

@@ -23,6 +23,8 @@ from service.engine.claude_code import (
 )
 from service.engine.hunks import split_findings
 from service.engine.prompt import build_prompt, system_rules
+from tests.engine.questions import ANSWER as ASKED
+from tests.engine.questions import ask
 from tests.fake_claude import FAKE_CLAUDE, Scenario
 from tests.kit.waiting import wait_for
 
@@ -686,3 +688,27 @@ async def test_the_price_is_the_overhead_and_the_prompt_at_four_characters_a_tok
     sizing = await eng.sizing(100_000)
     assert (sizing.window.tokens, sizing.answer_tokens, sizing.overhead_tokens) == (
         200_000, 25_000, 1_000)
+
+
+@pytest.mark.anyio
+async def test_claude_code_answers_with_read_only_tools(tmp_path: Path) -> None:
+    text = json.dumps(ASKED)
+    steps: list[dict[str, Any]] = [
+        {"init": {}},
+        {"tool_use": {"name": "Read", "input": {"file_path": "src/app.py"},
+                      "usage": {"input_tokens": 5, "output_tokens": 40}}},
+        {"assistant": {"text": text, "usage": {"input_tokens": 10, "output_tokens": 60}}},
+        result_step(result=text, total_cost_usd=0.01),
+    ]
+    workdir = tmp_path / "worktree"
+    workdir.mkdir()
+    result, scenario = await play(tmp_path, dict(os.environ), steps,
+                                         req=ask(workdir, request(workdir)))
+    assert result.stop_reason == "completed", result.detail
+    assert result.answer == ASKED["answer"] and result.findings == ()
+    call = scenario.call(1)
+    argv = call["argv"]
+    assert argv[argv.index("--tools") + 1] == "Read,Grep,Glob"
+    denied = argv[argv.index("--disallowedTools") + 1].split(",")
+    assert {"Bash", "Edit", "Write", "NotebookEdit", "WebFetch"} <= set(denied)
+    assert "<question>" in call["stdin"]

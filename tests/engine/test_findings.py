@@ -10,12 +10,14 @@ import pytest
 from service.engine.findings import (
     MAX_FINDINGS,
     InvalidAnswer,
+    ask_schema,
     describe_schema,
     extract_json,
     parse_answer,
     parse_answer_text,
     review_schema,
 )
+from tests.engine.questions import ANSWER as ASKED
 
 
 def finding(**overrides: Any) -> dict[str, Any]:
@@ -117,3 +119,13 @@ def test_describe_answer_and_schemas_are_consistent() -> None:
 def test_absurd_nesting_is_an_invalid_answer_not_a_crash() -> None:
     with pytest.raises(InvalidAnswer):
         extract_json("[" * 100_000)
+
+
+def test_the_answer_is_one_string_and_nothing_else() -> None:
+    assert ask_schema()["required"] == ["answer"]
+    parsed = parse_answer_text("ask", "full", "```json\n" + json.dumps(ASKED) + "\n```")
+    assert parsed.answer == ASKED["answer"] and parsed.findings == ()
+    with pytest.raises(InvalidAnswer, match="answer"):
+        parse_answer_text("ask", "full", '{"answer": ""}')
+    with pytest.raises(InvalidAnswer):
+        parse_answer_text("ask", "full", '{"answer": "x", "findings": []}')

@@ -14,9 +14,11 @@ import pytest
 from service.config.schema import EngineConfig
 from service.engine.base import EngineRequest, estimate_tokens
 from service.engine.factory import build_engine
-from service.engine.findings import review_schema
+from service.engine.findings import ask_schema, review_schema
 from service.engine.openai_compatible import OpenAICompatibleEngine
 from tests.engine.chat_server import chat_only
+from tests.engine.questions import ANSWER as ASKED
+from tests.engine.questions import ask
 
 NOW = datetime(2026, 3, 25, 12, 0, tzinfo=UTC)
 URL = "http://localhost:11434/v1"
@@ -87,7 +89,7 @@ def request(tmp_path: Path, **overrides: Any) -> EngineRequest:
 
 
 async def run(tmp_path: Path, server: Server, sleeps: list[float] | None = None,
-              **kwargs: Any) -> Any:
+              req: EngineRequest | None = None, **kwargs: Any) -> Any:
     slept = sleeps if sleeps is not None else []
 
     async def sleep(seconds: float) -> None:
@@ -98,7 +100,7 @@ async def run(tmp_path: Path, server: Server, sleeps: list[float] | None = None,
     engine = OpenAICompatibleEngine(transport=httpx.MockTransport(chat_only(server)),
                                     sleep=sleep,
                                     clock=lambda: NOW, **options)
-    return await engine.run(request(tmp_path))
+    return await engine.run(req or request(tmp_path))
 
 
 @pytest.mark.anyio
@@ -274,3 +276,14 @@ async def test_a_prompt_over_the_window_is_not_sent(tmp_path: Path) -> None:
     assert (result.stop_reason, result.over_window) == ("refused", True)
     assert "context window 1,500" in result.detail
     assert server.requests == []
+
+
+@pytest.mark.anyio
+async def test_an_openai_compatible_server_answers_in_json(tmp_path: Path) -> None:
+    server = Server(httpx.Response(200, json=completion(json.dumps(ASKED))))
+    result = await run(tmp_path, server, response_format="json_schema",
+                              req=ask(tmp_path, request(tmp_path)))
+    assert result.stop_reason == "completed", result.detail
+    assert result.answer == ASKED["answer"]
+    fmt = server.body(0)["response_format"]
+    assert fmt["json_schema"] == {"name": "ask", "schema": ask_schema()}

@@ -62,11 +62,18 @@ def test_a_reply_that_starts_with_a_phrase_declines(
     assert classify_comment(obj, "review", REPO, 3, CTX, pr_author=author) == expected
 
 
-def test_a_mention_in_a_reply_is_a_request_not_a_decline() -> None:
+def test_a_mention_in_a_reply_on_someone_elses_thread_is_a_request_not_a_decline() -> None:
     decision = classify_comment(reply("won't fix, but @claude review the rest"), "review",
                                 REPO, 3, CTX)
     assert not isinstance(decision, Decline)
     assert type(decision).__name__ == "Enqueue"
+
+
+def test_on_the_apps_own_thread_a_decline_stays_a_decline_even_naming_the_app() -> None:
+    ours = replace(CTX, agent_comments=frozenset({41}))
+    decision = classify_comment(reply("won't fix, @claude: it is intended"), "review", REPO, 3,
+                                ours)
+    assert decision == Decline(repo=REPO, pr_number=3, reply_to=41, by="bob")
 
 
 def test_no_phrases_no_declines_and_conversation_comments_never_decline() -> None:

@@ -34,7 +34,8 @@ def test_the_same_event_makes_the_same_job() -> None:
     ({"kind": "mention", "comment_id": 1}, "comment_id and comment_source together"),
     ({"kind": "mention", "comment_source": "issue"}, "comment_id and comment_source together"),
     ({"kind": "push", "head_sha": HEAD}, "unknown job kind"),
-    ({"kind": "pr_opened", "head_sha": HEAD, "command": "ask"}, "unknown command"),
+    ({"kind": "pr_opened", "head_sha": HEAD, "command": "explain"}, "unknown command"),
+    ({"kind": "pr_opened", "head_sha": HEAD, "command": "ask"}, "only a comment can ask"),
 ])
 def test_a_job_that_cannot_be_true_is_refused(fields: dict[str, Any], why: str) -> None:
     with pytest.raises(ValueError, match=why):

@@ -91,6 +91,33 @@ async def test_a_refusal_for_everyone_reaches_every_waiting_mention_once(rig: Ri
 
 
 @pytest.mark.anyio
+async def test_a_question_refused_for_budget_gets_one_notice_and_runs_when_it_frees(
+        rig: Rig) -> None:
+    exhaust(rig)
+    pr = rig.add_pull()
+    job = rig.ask(pr, command="ask")
+    assert rig.queue.enqueue(job, now=rig.now())
+    governor = Governor(rig.store, rig.governor.config, clock=rig.world.clock.now,
+                        ask_run_tokens=3_000)
+    refuse(rig, governor)
+    publisher = rig.publisher()
+    assert await publisher.notify_refusals(governor, rig.now()) == 1
+    assert await publisher.notify_refusals(governor, rig.now()) == 0
+    (comment,) = rig.comments(pr)
+    assert "the answer for [your request]" in comment.body and "has not started" in comment.body
+    assert "stays queued and runs then" in comment.body
+    # The window frees: the question is admitted on the mention rung, reserving an
+    # answer's share (ask.max_run_tokens), not a whole review's.
+    rig.advance(hours=5, seconds=1)
+    claim = rig.queue.claim(now=rig.now(), owner="host:1:w1", admit=governor.admit)
+    assert claim is not None and claim.dedupe_key == job.dedupe_key
+    reserved = rig.row("ledger", "dedupe_key = ? AND settled_at IS NULL", job.dedupe_key)
+    assert reserved["reserved_tokens"] == 3_000 and reserved["actor_id"] == job.actor_id
+    assert await publisher.notify_refusals(governor, rig.now()) == 0
+    assert len(rig.comments(pr)) == 1
+
+
+@pytest.mark.anyio
 async def test_no_notice_once_the_window_has_freed(rig: Rig) -> None:
     exhaust(rig)
     pr = rig.add_pull()

@@ -22,6 +22,14 @@ def head(**changes: object) -> Head:
     return replace(base, **changes)  # type: ignore[arg-type]
 
 
+def test_answers_are_counted_among_the_runs() -> None:
+    facts = Facts(heads=(head(), head(kind="mention", command="ask", posted=0)),
+                  tokens=9_000, cost_usd=None, runs=2, open_findings=())
+    body = render(facts, phrase=PHRASE)
+    assert "| asked (ask) | answered |" in body
+    assert "**Cost so far:** 9,000 tokens over 2 run(s), 1 of them answering a question." in body
+
+
 def test_the_text_says_each_heads_fate_the_open_findings_and_the_cost() -> None:
     facts = Facts(heads=(head(), head(head_sha="cd" * 20, posted=0),
                          head(kind="mention", status="pending", head_sha=None, outcome=None,
@@ -54,6 +62,9 @@ def test_the_text_says_each_heads_fate_the_open_findings_and_the_cost() -> None:
     ({"publish_outcome": None}, "reviewed, being posted"),
     ({"outcome": "truncated"}, "reviewed (partly), 2 new finding(s)"),
     ({"command": "describe", "kind": "mention"}, "described"),
+    ({"command": "ask", "kind": "mention", "posted": 0}, "answered"),
+    ({"command": "ask", "kind": "mention", "outcome": "failed", "publish_outcome": "refused",
+      "stop_reason": "timeout"}, "not answered: timeout"),
     ({"status": "cancelled", "outcome": None}, "cancelled: the pull request was closed"),
     ({"status": "claimed", "outcome": None}, "being reviewed"),
 ])

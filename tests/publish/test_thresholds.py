@@ -7,9 +7,10 @@ from dataclasses import replace
 
 import pytest
 
+from service.config.posting import ChecksConfig
 from service.config.repository.keys import RepoSettings
 from service.config.repository.merge import Effective
-from service.config.schema import ChecksConfig, ReviewConfig
+from service.config.schema import ReviewConfig
 from service.engine.base import Finding
 from service.publish import compose
 from service.publish.thresholds import limits, not_shown_line, thresholds

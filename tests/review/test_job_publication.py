@@ -8,12 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from service.config.schema import PublishConfig
-from service.publish.github import GitHubPublisher
 from service.publish.retry import republish_pending
 from service.review.installations import Installations
 from service.review.job import JobRunner
-from tests.worker_helpers import REPO, Sim, build_sim, close_sim
+from tests.worker_helpers import REPO, Sim, build_sim, close_sim, github_publisher
 
 
 @pytest.mark.anyio
@@ -84,11 +82,3 @@ async def test_a_retried_publication_fetches_the_diff_it_does_not_have(
         assert sim.run_row(key)["publish_outcome"] == "published"  # type: ignore[index]
     finally:
         await close_sim(sim)
-
-
-def github_publisher(sim: Sim) -> GitHubPublisher:
-    """The daemon's publisher over the simulated GitHub."""
-    return GitHubPublisher(
-        store=sim.store, github=sim.github,
-        installations=Installations(sim.store, sim.github), clock=sim.world.clock.now,
-        config=PublishConfig, mention="@claude", bot_login=lambda: "pr-reviewer[bot]")

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from service.budget.usage import Usage
-from service.config.schema import PublishConfig, TriggersConfig
+from service.config.posting import PublishConfig
+from service.config.schema import TriggersConfig
 from service.engine.base import Assessment, EngineRequest, EngineResult, Finding
 from service.engine.findings import InvalidAnswer, parse_answer
 from service.engine.prompt import build_prompt

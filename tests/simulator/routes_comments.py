@@ -170,6 +170,29 @@ async def get_review_comment(ctx: Ctx) -> Reply:
     return Reply(body=ctx.render.review_comment(comment), last_modified=comment.updated_at)
 
 
+@routes.add("POST", "/repos/{owner}/{repo}/pulls/{number}/comments/{comment_id}/replies",
+            auth="token", creates_content=True)
+async def reply_to_review_comment(ctx: Ctx) -> Reply:
+    """A reply in a review thread. GitHub takes any comment of the thread and points the
+    reply at its root; a comment of another pull request is a 404."""
+    repo = ctx.repository(PR_WRITE)
+    number = ctx.int_param("number")
+    parent = ctx.world.review_comments.get(ctx.int_param("comment_id"))
+    if ((repo.id, number) not in ctx.world.pulls or parent is None
+            or parent.repo_id != repo.id or parent.pull_number != number
+            or not _published(ctx, parent)):
+        raise not_found()
+    body = _body(ctx)
+    assert ctx.token is not None
+    app = ctx.world.apps[ctx.token.app_id]
+    comment = ctx.world.reply_to_review_comment(repo.full_name, number, parent.id,
+                                                user=app.bot, body=body, app_id=app.id,
+                                                emit=True)
+    return Reply(status=201, body=ctx.render.review_comment(comment),
+                 headers={"location": f"{ctx.base_url}/repos/{repo.full_name}/pulls/comments/"
+                          f"{comment.id}"})
+
+
 # -- reactions -----------------------------------------------------------------------------
 def _react(ctx: Ctx, reactions: list[Reaction]) -> Reply:
     """201 with a new reaction, or 200 with the one this user already left."""

@@ -383,7 +383,7 @@ class World(Activity, ManifestFlow):
         return comment
 
     def reply_to_review_comment(self, repo: str, number: int, comment_id: int, *,
-                                user: str | User, body: str,
+                                user: str | User, body: str, app_id: int | None = None,
                                 emit: bool = False) -> ReviewComment:
         """A reply in the thread of review comment ``comment_id`` (GitHub points every
         reply at the thread's root)."""
@@ -392,7 +392,8 @@ class World(Activity, ManifestFlow):
         root = parent if parent.in_reply_to_id is None else \
             self.review_comments[parent.in_reply_to_id]
         author = user if isinstance(user, User) else self.user(user)
-        review = self.add_review(repo, number, user=author, commit_id=root.commit_id)
+        review = self.add_review(repo, number, user=author, commit_id=root.commit_id,
+                                 app_id=app_id)
         when = self.now()
         comment = ReviewComment(
             id=self.next_id(), repo_id=pr.issue.repo_id, pull_number=number,
@@ -400,7 +401,7 @@ class World(Activity, ManifestFlow):
             side=root.side, start_line=root.start_line, start_side=root.start_side,
             commit_id=root.commit_id, original_commit_id=root.original_commit_id,
             diff_hunk=root.diff_hunk, position=root.position, created_at=when,
-            updated_at=when, in_reply_to_id=root.id)
+            updated_at=when, in_reply_to_id=root.id, app_id=app_id)
         self.review_comments[comment.id] = comment
         pr.issue.updated_at = max(pr.issue.updated_at, when)
         if emit:

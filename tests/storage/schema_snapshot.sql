@@ -1,4 +1,4 @@
--- user_version 37
+-- user_version 38
 CREATE INDEX agent_comments_id ON agent_comments (comment_id);
 CREATE INDEX checks_owed ON checks (updated_at) WHERE version > shown_version;
 CREATE INDEX deliveries_received ON deliveries (received_at);
@@ -31,7 +31,7 @@ CREATE TABLE queue (dedupe_key TEXT PRIMARY KEY, kind TEXT NOT NULL, repo TEXT N
 CREATE TABLE repositories (repo TEXT PRIMARY KEY, installation_id INTEGER NOT NULL, added_at TEXT NOT NULL, removed_at TEXT);
 CREATE TABLE repository_files (url TEXT PRIMARY KEY, repo TEXT NOT NULL, found INTEGER NOT NULL, etag TEXT, content BLOB, problem TEXT, read_at TEXT NOT NULL);
 CREATE TABLE repository_polls (repo TEXT PRIMARY KEY, polled_at TEXT NOT NULL, succeeded_at TEXT, error TEXT);
-CREATE TABLE runs (dedupe_key TEXT PRIMARY KEY, repo TEXT NOT NULL, pr_number INTEGER NOT NULL, head_sha TEXT NOT NULL, outcome TEXT NOT NULL, findings TEXT NOT NULL, comment_id INTEGER, recorded_at TEXT NOT NULL, published_at TEXT, content_purged_at TEXT, publish_outcome TEXT, publish_attempts INTEGER NOT NULL DEFAULT 0, publish_failed_at TEXT, omitted TEXT NOT NULL DEFAULT '[]', assessment TEXT, description TEXT, publish_lease_until TEXT, fixed TEXT, coverage TEXT);
+CREATE TABLE runs (dedupe_key TEXT PRIMARY KEY, repo TEXT NOT NULL, pr_number INTEGER NOT NULL, head_sha TEXT NOT NULL, outcome TEXT NOT NULL, findings TEXT NOT NULL, comment_id INTEGER, recorded_at TEXT NOT NULL, published_at TEXT, content_purged_at TEXT, publish_outcome TEXT, publish_attempts INTEGER NOT NULL DEFAULT 0, publish_failed_at TEXT, omitted TEXT NOT NULL DEFAULT '[]', assessment TEXT, description TEXT, publish_lease_until TEXT, fixed TEXT, coverage TEXT, answer TEXT);
 CREATE TABLE watermarks (name TEXT PRIMARY KEY, at TEXT NOT NULL);
 CREATE TRIGGER ledger_cost_hours_delete AFTER DELETE ON ledger WHEN OLD.cost_usd IS NOT NULL BEGIN UPDATE ledger_cost_hours SET micro_usd = micro_usd - CAST(round(OLD.cost_usd * 1000000) AS INTEGER), tokens = tokens - COALESCE(OLD.used_tokens, OLD.reserved_tokens), runs = runs - 1 WHERE hour = substr(OLD.reserved_at, 1, 13); END;
 CREATE TRIGGER ledger_cost_hours_insert AFTER INSERT ON ledger WHEN NEW.cost_usd IS NOT NULL BEGIN INSERT INTO ledger_cost_hours (hour, micro_usd, tokens, runs) VALUES (substr(NEW.reserved_at, 1, 13), CAST(round(NEW.cost_usd * 1000000) AS INTEGER), COALESCE(NEW.used_tokens, NEW.reserved_tokens), 1) ON CONFLICT (hour) DO UPDATE SET micro_usd = micro_usd + excluded.micro_usd, tokens = tokens + excluded.tokens, runs = runs + excluded.runs; END;

@@ -176,6 +176,7 @@ ROWS: dict[str, list[dict[str, object]]] = {
             "publish_lease_until": None,
             "fixed": '[{"fingerprint": "f1", "thread_id": "PRRT_1"}]',
             "coverage": '{"files": 3, "reviewed": 2, "parts": 1, "pruned": []}',
+            "answer": None,
         },
     ],
     "budget_state": [
@@ -291,7 +292,7 @@ def read_table(conn: sqlite3.Connection, table: str) -> list[dict[str, object]]:
 
 def test_fresh_store_matches_the_checked_in_snapshot(tmp_path: Path) -> None:
     with SqliteStore(tmp_path / "s.db") as store:
-        assert store.version == HEAD_VERSION == len(MIGRATIONS) == 37
+        assert store.version == HEAD_VERSION == len(MIGRATIONS) == 38
         with store.read() as conn:
             schema = dump_schema(conn)
     assert schema == SNAPSHOT.read_text(), (

@@ -64,6 +64,12 @@ def test_the_reads_list_count_and_refuse_an_unknown_status(
         assert [r.kind for r in q.listing(tx, limit=1)] == ["mention"]  # newest first
         assert [r.kind for r in q.listing(tx, limit=1, oldest_first=True)] == ["pr_opened"]
         assert q.depth(tx) == [("claimed", "pr_opened", 1), ("pending", "mention", 1)]
+    # A question counts as its own kind, beside the mention it also is.
+    queue.enqueue(mention(3, 6, command="ask"), now=T0 + timedelta(seconds=3))
+    with store.read() as tx:
+        assert q.depth(tx) == [("claimed", "pr_opened", 1), ("pending", "ask", 1),
+                               ("pending", "mention", 1)]
+    with store.read() as tx:
         assert q.known_heads(tx, "o/r", 1) == {"a" * 40}
         assert q.row(tx, "nope") is None
         with pytest.raises(ValueError, match="unknown status"):

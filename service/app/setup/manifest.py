@@ -34,7 +34,7 @@ MANIFEST: Final[dict[str, Any]] = {
     "url": "https://github.com/apps/pr-review-agent",
     "description": "A self-hosted AI pull-request reviewer with a hard token budget shared "
                    "with people. Reviews pull requests when they open and when an allowed "
-                   "person writes @claude review or @claude describe.",
+                   "person writes @claude review, @claude describe or @claude ask.",
     "hook_attributes": {"url": "https://example.invalid/webhook", "active": True},
     "redirect_url": "https://example.invalid/setup/callback",
     "public": False,

@@ -16,9 +16,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from service.config.posting import ChecksConfig
 from service.config.repository.keys import FIELDS, FILE_PATH, RepoSettings
 from service.config.repository.parse import Parsed
-from service.config.schema import ChecksConfig, TriggersConfig
+from service.config.schema import TriggersConfig
 
 __all__ = ["Effective", "RepoTriggers", "Source", "merge", "triggers"]
 

@@ -140,30 +140,36 @@ def classify_comment(
         return Ignore("bot_author", login_of(user))
     body = f.optional_string(comment, "body", "comment")
     mention = find_mention(body, ctx.config.mention)
+    # A reply's thread is named by its root (GitHub points every reply at it). In one of
+    # the App's own threads a decline stays a decline even when it names the App, and is
+    # never also answered; any other use of the phrase there is a question about the
+    # finding, unless it names a command.
+    in_thread = (f.positive_int(comment, "in_reply_to_id", "comment")
+                 if source == "review" and comment.get("in_reply_to_id") is not None
+                 else None)
+    ours = in_thread is not None and ctx.is_agent_comment(in_thread)
+    if in_thread is not None and (mention is None or ours) and ctx.declines(body):
+        return _decline(comment, repo, pr_number, in_thread, ctx, pr_author=pr_author)
     if mention is None:
-        if source == "review" and comment.get("in_reply_to_id") is not None:
-            return _reply(comment, repo, pr_number, ctx, body=body or "", pr_author=pr_author)
         return Ignore("no_mention")
     association = comment.get("author_association")
     if user is None or not is_allowed_author(user, association, ctx.config):
         who = login_of(user) or "an unknown author"
         return Ignore("author_not_allowed", f"{who} ({association})")
     actor_id = f.positive_int(user, "id", "comment.user")
+    command = "ask" if ours and not mention.explicit else mention.command
     return Enqueue(Job(kind="mention", repo=repo, pr_number=pr_number, actor_id=actor_id,
-                       comment_id=comment_id, comment_source=source,
-                       command=mention.command))
+                       comment_id=comment_id, comment_source=source, command=command))
 
 
-def _reply(comment: Mapping[str, Any], repo: str, pr_number: int, ctx: TriggerContext, *,
-           body: str, pr_author: str | None) -> Decision:
-    """A reply on a review thread that mentions nothing: a decline, or nothing at all.
+def _decline(comment: Mapping[str, Any], repo: str, pr_number: int, reply_to: int,
+             ctx: TriggerContext, *, pr_author: str | None) -> Decision:
+    """A reply on a review thread that starts with a decline phrase: a decline, when its
+    author may decline.
 
     Whether the thread is one of the App's findings is the store's to say (the caller
     marks only an open finding whose comment is ``reply_to``), so the rule stays pure.
     """
-    if not ctx.declines(body):
-        return Ignore("no_mention")
-    reply_to = f.positive_int(comment, "in_reply_to_id", "comment")
     user = f.optional_mapping(comment, "user", "comment")
     login = login_of(user)
     is_author = bool(login) and pr_author is not None and login.lower() == pr_author.lower()

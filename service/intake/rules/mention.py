@@ -4,8 +4,11 @@
 with which command. The phrase (``triggers.mention``, ``@claude`` by default) counts
 case-insensitively, as a whole word, only in prose (see ``markdown.mask_non_prose``).
 The command is the first word after it on the same line, optionally after ``please``:
-``describe`` asks for a description; ``review``, nothing, or any other word asks for a
-review, because whoever addressed the agent wanted it to look at the change.
+``describe`` asks for a description, ``ask`` asks a question (the rest of the comment);
+``review``, nothing, or any other word asks for a review, because whoever addressed the
+agent wanted it to look at the change. (A reply in one of the App's own review threads is
+a question whatever follows the phrase, unless it names ``review`` or ``describe``: that
+rule is ``classify``'s, which knows whose thread it is.)
 
 ``neutralise(text, phrase)`` is the other half of self-loop protection: it is applied to
 everything the agent posts, so its own words can never contain the phrase.
@@ -14,7 +17,7 @@ everything the agent posts, so its own words can never contain the phrase.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from service.model.jobs import Command
@@ -35,7 +38,7 @@ _JOINS_BEFORE = frozenset("@./-")
 # ``’`` or ``.`` followed by a word character continue a token (``@claude's``, ``@claude.ai``).
 _JOINS_AFTER_IF_WORD_FOLLOWS = frozenset("'’.")
 _COMMAND = re.compile(r"[ \t,:;]*(?:please[ \t,:;]+)?([A-Za-z]+)(?![\w-])", re.IGNORECASE)
-_COMMANDS: dict[str, Command] = {"review": "review", "describe": "describe"}
+_COMMANDS: dict[str, Command] = {"review": "review", "describe": "describe", "ask": "ask"}
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,9 @@ class Mention:
 
     command: Command
     line: int
+    #: The command was written out (``review``, ``describe``, ``ask``), not taken as the
+    #: default for nothing or another word.
+    explicit: bool = field(default=False, compare=False)
 
 
 def validate_phrase(phrase: str) -> str:
@@ -94,7 +100,9 @@ def find_mention(body: str, phrase: str) -> Mention | None:
         start = match.start()
         end = start + size
         if _stands_alone(prose, start, end):
-            return Mention(command=_command_after(prose, end), line=prose.count("\n", 0, start))
+            command, explicit = _command_after(prose, end)
+            return Mention(command=command, line=prose.count("\n", 0, start),
+                           explicit=explicit)
     return None
 
 
@@ -115,12 +123,12 @@ def _stands_alone(text: str, start: int, end: int) -> bool:
     return True
 
 
-def _command_after(text: str, end: int) -> Command:
-    """The command written right after the phrase; ``review`` unless it says ``describe``."""
+def _command_after(text: str, end: int) -> tuple[Command, bool]:
+    """The command written right after the phrase (``review`` unless it names another),
+    and whether it was written out."""
     match = _COMMAND.match(text, end)
-    if match is None:
-        return "review"
-    return _COMMANDS.get(match.group(1).lower(), "review")
+    named = None if match is None else _COMMANDS.get(match.group(1).lower())
+    return (named, True) if named is not None else ("review", False)
 
 
 def neutralise(text: str, phrase: str) -> str:

@@ -87,11 +87,12 @@ def _estimates(rows: list[tuple[str, int, int, int]]) -> Iterator[GaugeMetricFam
 
 
 def _queue(depth: list[tuple[str, str, int]]) -> GaugeMetricFamily:
-    rows = GaugeMetricFamily(f"{PREFIX}_queue_rows", "Queue rows by status and kind.",
+    rows = GaugeMetricFamily(f"{PREFIX}_queue_rows", "Queue rows by status and kind "
+                             "(pr_opened, mention, ask).",
                              labels=["status", "kind"])
     seen = {(status, kind): n for status, kind, n in depth}
     for status in STATUSES:  # every status present, at 0 when empty, so alerts see it
-        for kind in sorted({k for _, k, _ in depth} | {"pr_opened", "mention"}):
+        for kind in sorted({k for _, k, _ in depth} | {"pr_opened", "mention", "ask"}):
             rows.add_metric([status, kind], seen.get((status, kind), 0))
     return rows
 

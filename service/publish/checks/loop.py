@@ -30,7 +30,7 @@ import httpx
 
 from service.budget.governor import Governor
 from service.budget.refusal import Refusal
-from service.config.schema import ChecksConfig, PublishConfig
+from service.config.posting import ChecksConfig, PublishConfig
 from service.github.client import GitHubClient
 from service.github.errors import GitHubError
 from service.github.pulls import read_pull

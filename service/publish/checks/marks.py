@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from service.config.schema import ChecksConfig
+from service.config.posting import ChecksConfig
 from service.publish.checks import text
 from service.storage import checks
 from service.storage.checks import CheckState, Target
@@ -35,6 +35,12 @@ class CheckMarks:
     @property
     def enabled(self) -> bool:
         return self._config().enabled
+
+    def applies(self, command: str) -> bool:
+        """Whether a trigger asking for ``command`` has a check run: a review's or a
+        description's does; an answer to a question has none (it is not a verdict on
+        the head)."""
+        return self.enabled and command != "ask"
 
     @property
     def fail_on(self) -> str | None:

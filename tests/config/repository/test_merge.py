@@ -33,7 +33,7 @@ def test_checks_fail_on_null_in_the_repository_overrides_the_organisations() -> 
     found = merge(source("org", "checks:\n  fail_on: minor\n"),
                   source("repo", "checks:\n  fail_on: null\n"), ALL)
     assert found.settings.fail_on_set and found.settings.fail_on is None
-    from service.config.schema import ChecksConfig
+    from service.config.posting import ChecksConfig
     assert found.fail_on(ChecksConfig(fail_on="critical")) is None
     assert merge(None, None, ALL).fail_on(ChecksConfig(fail_on="critical")) == "critical"
 

@@ -51,6 +51,7 @@ async def test_deliveries_are_counted_and_the_queue_is_read_from_the_store(env: 
     assert found[(f"{P}_webhook_seconds_count", ())] == 4
     assert found[(f"{P}_queue_rows", (("kind", "pr_opened"), ("status", "pending")))] == 1
     assert found[(f"{P}_queue_rows", (("kind", "mention"), ("status", "pending")))] == 0
+    assert found[(f"{P}_queue_rows", (("kind", "ask"), ("status", "pending")))] == 0
     assert found[(f"{P}_store_up", ())] == 1
     budget = (await env.client.get("/budget")).json()
     for window in budget["windows"]:

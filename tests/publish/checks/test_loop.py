@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from service.budget.usage import Usage
-from service.config.schema import ChecksConfig
+from service.config.posting import ChecksConfig
 from service.publish.checks import text
 from service.publish.checks.marks import CheckMarks
 from service.publish.run_content import Omitted

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from service.config.schema import ChecksConfig
+from service.config.posting import ChecksConfig
 from service.publish.checks import text
 from service.publish.checks.marks import CheckMarks, check_name
 from service.storage import checks
