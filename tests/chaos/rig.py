@@ -90,6 +90,11 @@ class RigSettings:
     #: Lines of the one file each pull request adds (all equal: the pre-flight estimate
     #: then keeps its defaults, so a random fit cannot refuse a run).
     lines_per_pull: int = 6
+    #: Each installation's hourly rate limit: GitHub Enterprise Cloud's 15,000, so that
+    #: the poller's sweep of a one-repository installation (``POLL_SHARE`` of it) comes
+    #: round every 7 s rather than the 22 s of 5,000 — what these tests wait for when no
+    #: webhook is sent (docs/POLLER.md#the-schedule).
+    rate_limit: int = 15_000
 
 
 
@@ -234,6 +239,7 @@ class ChaosRig:
             "installations": [{"id": self.installations[repo], "account": repo.split("/")[0],
                                "repositories": [repo]} for repo in self.repos],
             "pull_requests": pulls,
+            "settings": {"rate_limit": s.rate_limit},
         }
         (self.root / "sim-state.json").write_text(json.dumps(state, indent=1))
         self.write_plan()
