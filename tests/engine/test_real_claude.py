@@ -266,9 +266,17 @@ async def test_the_cap_sees_output_the_events_do_not_report(host: dict[str, Path
     # prompt and a 10 000-token output cap).
     result, model = await review(host, tmp_path, "none", [{"text": "y" * 180_000}],
                                  answer=False, max_run_tokens=40_000)
-    # Seen once under load: exit 0 after 2 lines, no result. What the model was asked
-    # says whether the CLI retried past the script.
-    assert result.stop_reason == "truncated", (result.detail, len(model.requests))
+    assert len(model.requests) == 1
+    if result.stop_reason == "engine_error":
+        # The CLI can be faster than the cap: on a loaded machine it gives up on the
+        # over-long call and exits 0 while its stdout pipe still holds the assistant line,
+        # and Node drops what it had not flushed (seen: the line cut at 64 or 128 KiB, no
+        # result line). Nothing then says what was spent, so the run keeps its whole
+        # reservation charged: the budget holds either way.
+        assert "without a result event (exit 0" in result.detail, result.detail
+        assert (result.usage.tokens, result.usage.confidence) == (None, "unavailable")
+        return
+    assert result.stop_reason == "truncated", result.detail
     assert result.usage.confidence == "estimated"
     assert result.usage.tokens is not None and result.usage.tokens >= 40_000
 
