@@ -34,7 +34,7 @@ from service.config.strict_yaml import load_config
 from tests.chaos.rig import CLAUDE_CHAOS, signed_delivery
 from tests.fake_claude import engine_isolation
 from tests.kit.waiting import wait_for_async
-from tests.simulator import GitRepo, SimulatorTransport, World
+from tests.simulator import GitRepo, Settings, SimulatorTransport, World
 from tests.simulator.harness import app_key_pair
 
 APP_ID = 4242
@@ -71,7 +71,9 @@ class FaultRig:
                ) -> FaultRig:
         tmp.mkdir(parents=True, exist_ok=True)
         private_pem, public_pem = app_key_pair()
-        world = World()
+        # GitHub Enterprise Cloud's hourly limit: the poller's sweep of a one-repository
+        # installation comes round every 7 s, not 22 s (docs/POLLER.md#the-schedule).
+        world = World(settings=Settings(rate_limit=15_000))
         world.add_app(id=APP_ID, slug=SLUG, public_key_pem=public_pem, owner="org1")
         world.add_user("alice", association="MEMBER")
         world.add_user("bob", association="MEMBER")
