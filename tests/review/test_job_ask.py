@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import httpx
 import pytest
 
 from service.config.schema import TriggersConfig
+from service.engine.anthropic import AnthropicEngine
 from service.intake.rules.classify import classify_comment, classify_event
 from service.intake.rules.decisions import Enqueue, TriggerContext
 from service.model.jobs import Job
@@ -208,5 +210,58 @@ async def test_an_ask_whose_comment_is_gone_is_not_answered(tmp_path: Path) -> N
         assert (row["stop_reason"], row["used_tokens"]) == ("refused", 0)
         assert not [c for c in sim.world.issue_comments.values()
                     if c.user.login == "pr-reviewer[bot]"]
+    finally:
+        await close_sim(sim)
+
+
+@pytest.mark.anyio
+async def test_a_thread_question_through_the_messages_api_end_to_end(tmp_path: Path) -> None:
+    # The HTTP engines answer from the context the worker gives them: the question, its
+    # thread and the lines, the open findings and the diff, sized to the model's window.
+    sim = build_sim(tmp_path)
+    sent: list[dict[str, object]] = []
+
+    def api(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        if request.url.path.endswith("/count_tokens"):
+            return httpx.Response(200, json={"input_tokens": len(request.content) // 4})
+        sent.append(body)
+        return httpx.Response(200, json={
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x-1",
+            "stop_reason": "tool_use", "stop_sequence": None,
+            "usage": {"input_tokens": 900, "output_tokens": 60},
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "submit_answer",
+                         "input": {"answer": "Yes: line 2 is read the same way."}}]})
+
+    try:
+        publisher = github_publisher(sim)
+        number, finding = await review_with_a_finding(sim, publisher)
+        reply = sim.world.reply_to_review_comment(
+            REPO, number, finding, user="bob", body="Does this apply to line 2 too, @claude?")
+        rest = await sim.github.get_json(sim.installation_id,
+                                         f"/repos/{REPO}/pulls/comments/{reply.id}")
+        decided = classify_comment(rest, "review", REPO, number, context(sim))
+        assert isinstance(decided, Enqueue) and decided.job.command == "ask"
+        assert sim.queue.enqueue(decided.job, now=sim.now())
+        sim.engine = AnthropicEngine(model="claude-x-1", environ={"ANTHROPIC_API_KEY": "k"},
+                                     transport=httpx.MockTransport(api),
+                                     clock=sim.world.clock.now, context_tokens=200_000)
+
+        await sim.runner(publisher=publisher)(sim.claim())
+
+        (call,) = sent
+        assert call["tool_choice"] == {"type": "tool", "name": "submit_answer",
+                                       "disable_parallel_tool_use": True}
+        prompt = str(call["messages"][0]["content"])  # type: ignore[index]
+        assert "<question>\nDoes this apply to line 2 too, @claude?\n</question>" in prompt
+        assert "<review_thread>\npr-reviewer[bot] wrote:" in prompt
+        assert "<commented_lines>\nsrc/app.py:1" in prompt and "<diff>" in prompt
+        (answer,) = [c for c in sim.world.review_comments.values()
+                     if c.in_reply_to_id == finding and c.user.login == "pr-reviewer[bot]"]
+        assert "Yes: line 2 is read the same way." in answer.body
+        assert "`anthropic`" in answer.body and "960 tokens" in answer.body
+        [row] = sim.ledger(decided.job.dedupe_key)
+        assert (row["engine"], row["used_tokens"], row["stop_reason"]) == (
+            "anthropic", 960, "completed")
     finally:
         await close_sim(sim)
