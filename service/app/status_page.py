@@ -170,12 +170,11 @@ def _queue(view: StatusView, web_url: str) -> str:
     counts = " · ".join(f'<span id="queue-{escape(s)}">{escape(s)} {_num(n)}</span>'
                         for s, n in view.queue.items() if n or s in ("pending", "claimed"))
     deferred = sum(1 for w in view.waiting if w.not_before is not None or w.refusal)
-    running = [[_pr(r.repo, r.pr_number, web_url), escape(r.command if r.kind == "mention"
-                                                          else r.kind),
+    running = [[_pr(r.repo, r.pr_number, web_url), escape(r.asked_for),
                 escape(r.owner or ""), _when(r.leased_until, view.now)]
                for r in view.claimed]
     waiting = [[_pr(w.row.repo, w.row.pr_number, web_url),
-                escape(w.row.command if w.row.kind == "mention" else w.row.kind),
+                escape(w.row.asked_for),
                 _when(w.row.enqueued_at, view.now), str(w.row.attempts), _why(w, view.now)]
                for w in view.waiting]
     return "\n".join([

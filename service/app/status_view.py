@@ -7,7 +7,7 @@ says the same from any replica. The pure rendering is ``service.app.status_page`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
@@ -85,7 +85,7 @@ def read_status(store: Database, governor: Governor, health: Health,
         claimed = queue_table.listing(tx, statuses=[queue_table.CLAIMED], limit=WAITING_SHOWN)
         recent = ledger.recent(tx, RUNS_SHOWN)
         states = {r["dedupe_key"]: runs.state(tx, r["dedupe_key"], now) for r in recent}
-        kinds = {r["dedupe_key"]: _kind(queue_table.row(tx, r["dedupe_key"])) for r in recent}
+        kinds = {r["dedupe_key"]: queue_table.row(tx, r["dedupe_key"]) for r in recent}
         polls = repository_polls.latest(tx)
         log_cursor = watermarks.read(tx, CURSOR)
         awaited = len(redeliveries.pending(tx))
@@ -100,18 +100,13 @@ def read_status(store: Database, governor: Governor, health: Health,
     return StatusView(
         now=now, health=health.report(now), budget=governor.snapshot(now), queue=counts,
         waiting=waiting, claimed=tuple(claimed),
-        runs=tuple(replace(_run(r, states.get(r["dedupe_key"])), kind=kinds[r["dedupe_key"]])
+        runs=tuple(_run(r, states.get(r["dedupe_key"]), kinds[r["dedupe_key"]])
                    for r in recent), polls=tuple(polls),
         log_read_up_to=log_cursor, redeliveries_awaited=awaited)
 
 
-def _kind(row: queue_table.QueueRow | None) -> str:
-    if row is None:
-        return "-"
-    return row.command if row.kind == "mention" else row.kind
-
-
-def _run(row: dict[str, Any], state: tuple[str, str] | None) -> Run:
+def _run(row: dict[str, Any], state: tuple[str, str] | None,
+         queued: queue_table.QueueRow | None) -> Run:
     used = row["used_tokens"]
     return Run(
         dedupe_key=str(row["dedupe_key"]), repo=str(row["repo"] or ""),
@@ -122,5 +117,6 @@ def _run(row: dict[str, Any], state: tuple[str, str] | None) -> Run:
         cost_usd=None if row["cost_usd"] is None else float(row["cost_usd"]),
         started_at=from_db_time(str(row["reserved_at"])),
         settled_at=None if row["settled_at"] is None else from_db_time(str(row["settled_at"])),
-        publication=None if state is None else state[0])
+        publication=None if state is None else state[0],
+        kind="-" if queued is None else queued.asked_for)
 

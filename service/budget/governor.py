@@ -252,12 +252,12 @@ class Governor:
                                "owner": claim.lease.owner})
         ledger.reserve(conn, ledger.Reservation(
             dedupe_key=claim.dedupe_key, owner=claim.lease.owner, actor_id=claim.job.actor_id,
-            mode=mode.value, tokens=self.reservation_for(claim, config), repo=claim.job.repo,
+            mode=mode.value, tokens=self._reservation(claim, config), repo=claim.job.repo,
             pr_number=claim.job.pr_number), now)
         self._memo = None
         self.refusals.pop(claim.dedupe_key, None)
 
-    def reservation_for(self, claim: Claim, config: BudgetConfig) -> int:
+    def _reservation(self, claim: Claim, config: BudgetConfig) -> int:
         """The tokens ``claim`` reserves: ``max_run_tokens``, or an answer's smaller share."""
         if claim.job.command == "ask" and self.ask_run_tokens is not None:
             return min(self.ask_run_tokens, config.max_run_tokens)

@@ -71,7 +71,7 @@ def queue_list(store: Database, *, statuses: Sequence[str], repo: str | None, li
         return 0
     _table([("STATUS", "KIND", "PULL REQUEST", "ATTEMPTS", "ENQUEUED", "UNTIL", "OWNER",
              "KEY")] + [
-        (r.status, r.command if r.kind == "mention" else r.kind, f"{r.repo}#{r.pr_number}",
+        (r.status, r.asked_for, f"{r.repo}#{r.pr_number}",
          str(r.attempts), _iso(r.enqueued_at), _iso(r.leased_until), r.owner or "-",
          r.dedupe_key) for r in rows], out)
     return 0

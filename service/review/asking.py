@@ -51,9 +51,13 @@ async def read_question(github: GitHubClient, installation: int, claim: Claim,
     job = claim.job
     assert job.comment_id is not None
     repo, number = job.repo, job.pr_number
+    # The pull request's review comments hold the thread and the findings' words: read
+    # once, and only when there is a thread or an open finding to read.
+    wanted = job.comment_source == "review" or any(
+        k.state == posted_findings.OPEN for k in posted)
     listed = [c async for c in github.paginate(installation,
                                                f"/repos/{repo}/pulls/{number}/comments")
-              if isinstance(c, Mapping) and isinstance(c.get("id"), int)]
+              if isinstance(c, Mapping) and isinstance(c.get("id"), int)] if wanted else []
     by_id = {int(c["id"]): c for c in listed}
     kind = "pulls" if job.comment_source == "review" else "issues"
     asking: Mapping[str, Any] | None = by_id.get(job.comment_id)

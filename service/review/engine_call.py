@@ -59,19 +59,19 @@ class Plan:
 
 
 def outcome_for(result: EngineResult, *, partial: bool, read: int,
-                describe: bool = False) -> Outcome:
+                review: bool = True) -> Outcome:
     """``runs.outcome`` of a run that ended with ``result`` having read ``read`` files:
     ``truncated`` when something it was to read was not (``partial``) — and, so that no
     later review starts from it, when a review read nothing because nothing fitted;
-    ``failed`` when it produced nothing to post (a description that read nothing is
-    answered as a failure, saying why)."""
+    ``failed`` when it produced nothing to post (a description or an answer that read
+    nothing, ``review`` False, is answered as a failure, saying why)."""
     answered = bool(result.findings or result.assessment or result.description
                     or result.answer)
     if result.stop_reason == "completed":
         return "truncated" if partial else "completed"
     if result.stop_reason == "truncated" and answered:
         return "truncated"
-    if read == 0 and result.over_window and not describe:
+    if read == 0 and result.over_window and review:
         return "truncated"
     return "failed"
 

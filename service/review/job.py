@@ -293,7 +293,7 @@ class JobRunner:
             reviewed_since=plan.since,
             outcome=outcome_for(result, read=len(ran.read),
                                 partial=coverage.partial(omitted),
-                                describe=claim.job.command != "review"),
+                                review=claim.job.command == "review"),
             stop_reason=result.stop_reason,
             findings=await fingerprinted(bare, pull, result.findings),
             assessment=result.assessment, description=result.description,

@@ -126,6 +126,12 @@ class QueueRow:
     command: str
 
     @property
+    def asked_for(self) -> str:
+        """What the row is, in a listing: ``pr_opened`` (automatic), or what a comment asked
+        for (``review``, ``describe``, ``ask``)."""
+        return self.command if self.kind == "mention" else self.kind
+
+    @property
     def job(self) -> Job:
         """The job the row holds."""
         return Job(kind=cast(Kind, self.kind), repo=self.repo, pr_number=self.pr_number,
